@@ -1,0 +1,1 @@
+//! SCHED_DEADLINE admission control as the kernel computes it.

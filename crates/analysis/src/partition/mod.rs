@@ -1,0 +1,1 @@
+//! Partitioned and clustered assignment of tasks to CPUs or clusters.

@@ -1,0 +1,1 @@
+//! Runs every applicable test on a task set: what `pacer analyze` prints.

@@ -1,0 +1,16 @@
+//! pacer's vocabulary, shared by every other crate: integer-nanosecond time, tasks and task sets,
+//! jobs, SCHED_DEADLINE reservations, platforms, and the task-set file format.
+
+pub mod format;
+pub mod job;
+pub mod platform;
+pub mod reservation;
+pub mod task;
+pub mod time;
+
+pub use format::{parse_taskset, read_taskset, write_taskset, FormatError};
+pub use job::Job;
+pub use platform::{Cluster, Cpu, Opp, Platform, CAPACITY_SCALE};
+pub use reservation::{Reservation, ReservationError, ReservationFlags};
+pub use task::{total_utilization, Arrival, Provenance, Task, TaskSet};
+pub use time::{Duration, Instant};
