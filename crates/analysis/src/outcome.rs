@@ -48,6 +48,21 @@ pub enum TestKind {
     Necessary,
     /// Bounds a quantity (e.g. tardiness) rather than deciding schedulability.
     Bound,
+    /// Whether the kernel would accept the reservations (neither necessary nor sufficient for
+    /// meeting deadlines under every scheduler).
+    Admission,
+}
+
+impl TestKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            TestKind::Exact => "exact",
+            TestKind::Sufficient => "sufficient",
+            TestKind::Necessary => "necessary",
+            TestKind::Bound => "bound",
+            TestKind::Admission => "admission",
+        }
+    }
 }
 
 /// The result of one test on one task set.

@@ -1,1 +1,53 @@
-fn main() {}
+//! `pacer`: adaptive real-time scheduling toolkit. Thin subcommands over the library crates; no
+//! algorithm lives here (see ../../../../shared/DESIGN.md, "Layout").
+
+mod analyze;
+mod demo;
+mod gen;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pacer",
+    version,
+    about = "Adaptive real-time scheduling toolkit for Linux: task sets, schedulability analysis, SCHED_DEADLINE",
+    long_about = "pacer generates real-time task sets, analyses their schedulability under uniprocessor, \
+global, partitioned and clustered EDF and fixed-priority scheduling, and checks SCHED_DEADLINE \
+admission as the Linux kernel computes it.\n\nDurations accept units: 10ms, 250us, 1.5s (bare integers are nanoseconds).",
+    after_help = "Start with `pacer demo`, then `pacer gen --help` and `pacer analyze --help`.\nFile formats: docs/formats/taskset.md."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the built-in default scenario: generate a task set and analyse it.
+    Demo(demo::Args),
+    /// Generate random task sets (UUniFast, RandFixedSum, UNC distributions, the RM-vs-EDF recipe).
+    Gen(gen::Args),
+    /// Analyse a task set with every applicable schedulability test.
+    #[command(alias = "analyse")]
+    Analyze(analyze::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(a) => demo::run(a),
+        Command::Gen(a) => gen::run(a),
+        Command::Analyze(a) => analyze::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pacer: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -91,6 +91,16 @@ pub fn read_taskset(path: &Path) -> Result<TaskSet, FormatError> {
 
 /// Parses and validates task-set JSON; `file` names the source in error messages.
 pub fn parse_taskset(text: &str, file: &str) -> Result<TaskSet, FormatError> {
+    // serde would accept a struct written as an array; the format is an object, say so plainly.
+    if let Some(first) = text.trim_start().chars().next() {
+        if first != '{' && (first == '[' || first == '"' || first.is_ascii_digit() || first == '-') {
+            return Err(FormatError::Field {
+                file: file.to_string(),
+                field: "(top level)".into(),
+                message: "expected a JSON object with a `tasks` array".into(),
+            });
+        }
+    }
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed: FileTaskSet = match serde_path_to_error::deserialize(&mut de) {
         Ok(v) => v,
@@ -324,8 +334,8 @@ mod tests {
         assert_eq!(f, "tasks[0].wcet");
         assert!(m.contains("unknown unit"), "{m}");
         let (f, m) = field_err(r#"{"tasks":[{"wcet":"1ms","perid":"10ms"}]}"#);
-        assert_eq!(f, "tasks[0]");
-        assert!(m.contains("perid"), "{m}");
+        assert_eq!(f, "tasks[0].perid");
+        assert!(m.contains("unknown field"), "{m}");
     }
 
     #[test]
@@ -368,5 +378,61 @@ mod tests {
             field_err(r#"{"tasks":[{"name":"a","wcet":"1ms","period":"2ms"},{"name":"a","wcet":"1ms","period":"2ms"}]}"#).0,
             "tasks[1].name"
         );
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    //! Keeps docs/formats/taskset.schema.json and the parser in agreement on field names.
+    use super::*;
+
+    fn schema() -> serde_json::Value {
+        let text = include_str!("../../../docs/formats/taskset.schema.json");
+        serde_json::from_str(text).expect("schema is valid JSON")
+    }
+
+    #[test]
+    fn every_schema_task_field_is_accepted_and_required_ones_are_required() {
+        let s = schema();
+        let task = &s["properties"]["tasks"]["items"];
+        let props = task["properties"].as_object().unwrap();
+        for key in props.keys() {
+            let value = match key.as_str() {
+                "name" => "\"x\"",
+                "arrival" => "\"sporadic\"",
+                "deadline" | "period" => "\"10ms\"",
+                _ => "\"1ms\"",
+            };
+            let mut fields = vec![("wcet", "\"1ms\""), ("period", "\"10ms\"")];
+            fields.retain(|(k, _)| k != key);
+            fields.push((key, value));
+            let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let json = format!("{{\"tasks\":[{{{}}}]}}", body.join(","));
+            assert!(
+                parse_taskset(&json, "t").is_ok(),
+                "schema field `{key}` rejected: {json}"
+            );
+        }
+        for req in task["required"].as_array().unwrap() {
+            let req = req.as_str().unwrap();
+            let json = if req == "wcet" {
+                r#"{"tasks":[{"period":"10ms"}]}"#
+            } else {
+                r#"{"tasks":[{"wcet":"1ms"}]}"#
+            };
+            assert!(parse_taskset(json, "t").is_err(), "`{req}` should be required");
+        }
+        let top: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(top, ["generator", "name", "tasks", "version"]);
+    }
+
+    #[test]
+    fn example_files_parse() {
+        for f in ["textbook.json", "dhall.json"] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples")
+                .join(f);
+            read_taskset(&path).unwrap_or_else(|e| panic!("{e}"));
+        }
     }
 }

@@ -139,7 +139,7 @@ impl fmt::Display for Duration {
             return write!(f, "0ns");
         }
         for (unit, scale) in [("s", NS_PER_S), ("ms", NS_PER_MS), ("us", NS_PER_US)] {
-            if ns % scale == 0 {
+            if ns.is_multiple_of(scale) {
                 return write!(f, "{}{}", ns / scale, unit);
             }
         }
