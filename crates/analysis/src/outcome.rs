@@ -68,6 +68,7 @@ impl TestKind {
 /// The result of one test on one task set.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outcome {
+    #[serde(flatten)]
     pub verdict: Verdict,
     /// The quantity the test compared (e.g. total utilisation), when it compares one.
     #[serde(skip_serializing_if = "Option::is_none")]

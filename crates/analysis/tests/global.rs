@@ -332,7 +332,8 @@ proptest! {
     // per-task bounds are never below the simulated response (or tardiness) times.
     #[test]
     fn global_accepted_sets_survive_simulation(ts in task_set(), m in 1usize..=3) {
-        prop_assume!(ts.iter().all(|t| t.c <= t.d));
+        // Only feasible tasks are interesting here: clamp C to D.
+        let ts: Vec<Timing> = ts.iter().map(|t| Timing::new(t.c.min(t.d), t.d, t.t)).collect();
         let horizon = 400;
         let edf = accepted_by_edf_tests(&ts, m);
         if !edf.is_empty() {

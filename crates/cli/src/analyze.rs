@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use pacer_analysis::admission::{bw_to_f64, AdmissionConfig};
+use pacer_analysis::partition::Heuristic;
 use pacer_analysis::suite::{self, Row, SuiteConfig};
 use pacer_analysis::{timings, Verdict};
 use pacer_model::{Duration, TaskSet};
@@ -31,6 +32,13 @@ pub struct Args {
     /// Time limit of the optimal min–max-load ILP assignment (best solution so far is used).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub milp_time_limit: Duration,
+    /// Skip the optimal min–max-load ILP assignment (its cost is up to --milp-time-limit).
+    #[arg(long)]
+    pub no_milp: bool,
+    /// Bin-packing heuristics for partitioned scheduling, comma-separated from
+    /// ff, bf, wf, nf, ffd, bfd, wfd, nfd, or `all`.
+    #[arg(long, default_value = "all", value_parser = parse_heuristics)]
+    pub heuristics: Heuristics,
     /// kernel.sched_rt_runtime_us for the SCHED_DEADLINE admission check (-1 = no limit).
     #[arg(long, default_value_t = 950_000, allow_negative_numbers = true)]
     pub rt_runtime_us: i64,
@@ -56,6 +64,19 @@ pub enum Details {
     Never,
 }
 
+#[derive(Clone)]
+pub struct Heuristics(pub Vec<Heuristic>);
+
+fn parse_heuristics(s: &str) -> Result<Heuristics, String> {
+    if s == "all" {
+        return Ok(Heuristics(Heuristic::ALL.to_vec()));
+    }
+    s.split(',')
+        .map(|h| h.trim().parse::<Heuristic>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Heuristics)
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     s.parse::<Duration>().map_err(|e| e.to_string())
 }
@@ -67,7 +88,7 @@ pub fn run(args: Args) -> Result<()> {
     report(&label, &set, &cfg, args.details, args.json)
 }
 
-pub fn read_set(path: &PathBuf) -> Result<TaskSet> {
+pub fn read_set(path: &std::path::Path) -> Result<TaskSet> {
     if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -84,12 +105,14 @@ fn suite_config(args: &Args) -> Result<SuiteConfig> {
     let mut cfg = SuiteConfig::new(m);
     if let Some(k) = args.cluster_size {
         let k = k as usize;
-        if k == 0 || m % k != 0 {
+        if k == 0 || !m.is_multiple_of(k) {
             bail!("--cluster-size {k}: expected a divisor of --cpus {m}");
         }
         cfg.cluster_size = Some(k);
     }
-    cfg.milp_time_limit = std::time::Duration::from_nanos(args.milp_time_limit.ns());
+    cfg.milp = !args.no_milp;
+    cfg.milp_time_limit = args.milp_time_limit;
+    cfg.heuristics = args.heuristics.0.clone();
     let mut adm = AdmissionConfig::linux_default(m);
     adm.rt_runtime_us = match args.rt_runtime_us {
         -1 => None,
@@ -160,6 +183,17 @@ pub fn report(label: &str, set: &TaskSet, cfg: &SuiteConfig, details: Details, j
     Ok(())
 }
 
+fn verdict_label(r: &Row) -> String {
+    // Admission is the kernel's accept/refuse, not a schedulability verdict.
+    match (r.kind, &r.outcome.verdict) {
+        (pacer_analysis::TestKind::Admission, Verdict::Schedulable) => "admitted".into(),
+        (pacer_analysis::TestKind::Admission, Verdict::NotProven) => "refused".into(),
+        (pacer_analysis::TestKind::Bound, Verdict::Schedulable) => "bounded".into(),
+        (pacer_analysis::TestKind::Bound, Verdict::Unschedulable) => "unbounded".into(),
+        (_, v) => v.label().into(),
+    }
+}
+
 fn fmt_num(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.4}")).unwrap_or_default()
 }
@@ -205,7 +239,7 @@ fn render_text(label: &str, set: &TaskSet, cfg: &SuiteConfig, rows: &[Row], deta
             r.scheduler.clone(),
             r.test.clone(),
             r.kind.label().into(),
-            r.outcome.verdict.label().into(),
+            verdict_label(r),
             fmt_num(r.outcome.value),
             fmt_num(r.outcome.bound),
             r.source.into(),

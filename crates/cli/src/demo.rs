@@ -28,8 +28,8 @@ pub fn run(a: Args) -> Result<()> {
     let mut set = gen::generate(&spec).context("generating the demo task set")?;
     set.name = Some("demo: rm-vs-edf recipe, x = 3, R = 0.6".into());
     let mut cfg = SuiteConfig::new(a.cpus);
-    cfg.cluster_size = (a.cpus % 2 == 0 && a.cpus > 2).then_some(2);
-    cfg.milp_time_limit = std::time::Duration::from_secs(5);
+    cfg.cluster_size = (a.cpus.is_multiple_of(2) && a.cpus > 2).then_some(2);
+    cfg.milp_time_limit = pacer_model::Duration::from_secs(5);
     if !a.json {
         println!(
             "pacer demo: generated {} tasks for {} CPUs (seed {}); analysing.\n",
@@ -38,5 +38,5 @@ pub fn run(a: Args) -> Result<()> {
             a.seed
         );
     }
-    report("(generated)", &set, &cfg, Details::Auto, a.json)
+    report("<generated>", &set, &cfg, Details::Auto, a.json)
 }

@@ -1,7 +1,7 @@
 //! BCL: the interference-based test for global EDF on m identical CPUs.
 //!
 //! M. Bertogna, M. Cirinei, G. Lipari, "Improved schedulability analysis of EDF on
-//! multiprocessor platforms", ECRTS 2005 (Theorem 7); restated in their IEEE TPDS 20(4), 2009
+//! multiprocessor platforms", ECRTS 2005; restated in their IEEE TPDS 20(4), 2009
 //! paper. A constrained-deadline task set is global-EDF schedulable on m CPUs if for every τ_k
 //!
 //! ```text

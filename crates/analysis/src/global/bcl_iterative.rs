@@ -3,7 +3,7 @@
 //! M. Bertogna, M. Cirinei, "Response-time analysis for globally scheduled symmetric
 //! multiprocessor platforms", RTSS 2007, and M. Bertogna, M. Cirinei, G. Lipari,
 //! "Schedulability analysis of global scheduling algorithms on multiprocessor platforms",
-//! IEEE TPDS 20(4), 2009 (Section 6, Eq. 17–18).
+//! IEEE TPDS 20(4), 2009 (the iterative EDF test, Eq. 17–18).
 //!
 //! Every task starts with slack lower bound S_k = 0 and the bounds are refined in rounds:
 //!

@@ -1,7 +1,7 @@
 //! Response-time analysis for global fixed-priority scheduling on m identical CPUs.
 //!
 //! M. Bertogna, M. Cirinei, "Response-time analysis for globally scheduled symmetric
-//! multiprocessor platforms", RTSS 2007 (Theorem 7 with the workload bound of Lemma 2 / Eq. 6).
+//! multiprocessor platforms", RTSS 2007 (global fixed-priority RTA with its workload bound).
 //! Tasks are analysed from the highest priority down; τ_k's response time is bounded by the
 //! least fixed point of
 //!

@@ -147,8 +147,9 @@ pub struct Unplaced {
 ///
 /// `fits(tasks, capacity)` is called with the bin's current tasks followed by the candidate
 /// (always the last element) and must say whether the bin can host them all. It is never called
-/// for a bin the heuristic does not consider (Next Fit's closed bins, bins ranked after the
-/// chosen one by Best/Worst Fit), so an expensive exact test costs as little as the rule allows.
+/// for a bin the heuristic does not need (Next Fit's closed bins; for Best/Worst Fit, bins ranked
+/// after the first admitting one, except its ties within [`EPS`]), so an expensive exact test
+/// costs as little as the rule allows.
 ///
 /// Returns the assignment, or the first task (in packing order) that no bin admitted. Zero
 /// tasks give an empty assignment; zero bins fail on the first task.

@@ -58,6 +58,10 @@ use crate::Timing;
 /// The time limit used in the paper (960 s).
 pub const PAPER_TIME_LIMIT: Duration = Duration::from_secs(960);
 
+/// Largest number of x_ij variables handed to the solver (n × bins); above it the heuristic
+/// result is returned with [`MilpStatus::SolverFailed`].
+pub const MAX_VARIABLES: usize = 1_000_000;
+
 /// Solver settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MilpOptions {
@@ -240,6 +244,17 @@ pub fn solve_utilizations(u: &[f64], bins: &[usize], opts: &MilpOptions) -> Resu
     let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
     if remaining == Some(Duration::ZERO) {
         result.status = MilpStatus::TimeLimit;
+        result.elapsed = start.elapsed();
+        return Ok(result);
+    }
+
+    // Model building is not under microlp's deadline; refuse models whose construction alone
+    // could take seconds and gigabytes.
+    let candidate_vars = (0..m).filter(|&j| bins[j] > 0).count().saturating_mul(n);
+    if candidate_vars > MAX_VARIABLES {
+        result.status = MilpStatus::SolverFailed(format!(
+            "model too large ({n} tasks × {m} bins > {MAX_VARIABLES} variables)"
+        ));
         result.elapsed = start.elapsed();
         return Ok(result);
     }
