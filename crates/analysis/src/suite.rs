@@ -317,9 +317,12 @@ fn packed(
                 o.value = Some(res.max_load);
                 o.bound = Some(1.0);
                 let status = format!(
-                    "ILP {:?}{}: max load {:.4}, lower bound {:.4}, heuristic {:.4}, {} nodes, {:.2}s",
-                    res.status,
-                    if res.optimal { " (optimal)" } else { "" },
+                    "ILP {}: max load {:.4}, lower bound {:.4}, heuristic {:.4}, {} nodes, {:.2}s",
+                    if res.optimal {
+                        "optimal".to_string()
+                    } else {
+                        format!("{:?}, not proven optimal", res.status)
+                    },
                     res.max_load,
                     res.lower_bound,
                     res.heuristic_max_load,

@@ -163,6 +163,14 @@ struct JsonReport<'a> {
 /// Runs the suite and prints the result; shared with `pacer demo`.
 pub fn report(label: &str, set: &TaskSet, cfg: &SuiteConfig, details: Details, json: bool) -> Result<()> {
     let ts = timings(&set.tasks);
+    let placements = 1 + usize::from(cfg.cluster_size.is_some());
+    if cfg.milp && cfg.cpus > 1 && set.len() > 24 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!(
+            "pacer: solving the min–max-load ILP ({placements} placement{}, up to {} each; --no-milp skips it)…",
+            if placements == 1 { "" } else { "s" },
+            cfg.milp_time_limit
+        );
+    }
     let rows = suite::run(&ts, cfg);
     if json {
         let out = JsonReport {
@@ -292,9 +300,9 @@ fn render_details(set: &TaskSet, rows: &[Row]) -> String {
         for (i, task) in set.tasks.iter().enumerate() {
             let mut cells = vec![
                 task.name.clone(),
-                task.wcet.to_string(),
-                task.deadline.to_string(),
-                task.period.to_string(),
+                task.wcet.approx(),
+                task.deadline.approx(),
+                task.period.approx(),
             ];
             for r in &rt_rows {
                 let v = r
@@ -302,7 +310,7 @@ fn render_details(set: &TaskSet, rows: &[Row]) -> String {
                     .per_task
                     .as_ref()
                     .and_then(|p| p.get(i).copied().flatten());
-                cells.push(v.map(|d| d.to_string()).unwrap_or_else(|| "-".into()));
+                cells.push(v.map(|d| d.approx()).unwrap_or_else(|| "-".into()));
             }
             t.push(cells);
         }

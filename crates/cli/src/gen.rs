@@ -200,7 +200,12 @@ pub fn run(a: Args) -> Result<()> {
     };
     let spec = spec_from_args(&a, seed)?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let mut sets = gen::generate_many(&spec, a.count).context("generating task sets")?;
+    // A single set uses the seed as given, so `--seed 7` reproduces and records 7.
+    let mut sets = if a.count == 1 {
+        vec![gen::generate(&spec).context("generating the task set")?]
+    } else {
+        gen::generate_many(&spec, a.count).context("generating task sets")?
+    };
     for s in &mut sets {
         s.name = a.name.clone();
         if let Some(g) = &mut s.generator {

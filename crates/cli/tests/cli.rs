@@ -130,3 +130,164 @@ fn json_output_and_stdin() {
     assert_eq!(rta["verdict"], "schedulable");
     assert_eq!(rta["per_task"], serde_json::json!(["3ms", "6ms", "20ms"]));
 }
+
+#[test]
+fn gen_is_reproducible_and_records_its_seed() {
+    let a = pacer(&["gen", "-n", "6", "-u", "0.8", "--seed", "7"]);
+    let b = pacer(&["gen", "-n", "6", "-u", "0.8", "--seed", "7"]);
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    let set = pacer_model::parse_taskset(&text(&a.stdout), "gen").unwrap();
+    assert_eq!(set.len(), 6);
+    assert!((set.utilization() - 0.8).abs() < 1e-6);
+    let g = set.generator.unwrap();
+    assert_eq!(g.seed, Some(7));
+    assert_eq!(g.parameters["utilizations"]["method"], "randfixedsum");
+    assert!(g.command.unwrap().contains("--seed 7"));
+    let c = pacer(&["gen", "-n", "6", "-u", "0.8", "--seed", "8"]);
+    assert_ne!(a.stdout, c.stdout);
+}
+
+#[test]
+fn gen_without_seed_reports_the_one_it_used() {
+    let out = pacer(&["gen", "-n", "4", "-u", "0.5"]);
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    let seed: u64 = err.rsplit("using seed ").next().unwrap().trim().parse().unwrap();
+    let set = pacer_model::parse_taskset(&text(&out.stdout), "gen").unwrap();
+    assert_eq!(set.generator.unwrap().seed, Some(seed));
+}
+
+#[test]
+fn gen_many_into_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("sets");
+    let o = out_dir.display().to_string();
+    let out = pacer(&[
+        "gen",
+        "--recipe",
+        "rm-vs-edf",
+        "--cpus",
+        "4",
+        "--x",
+        "3",
+        "--r",
+        "0.7",
+        "--count",
+        "3",
+        "--seed",
+        "1",
+        "-o",
+        &o,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut seeds = Vec::new();
+    for k in 0..3 {
+        let set = pacer_model::read_taskset(&out_dir.join(format!("taskset-{k:03}.json"))).unwrap();
+        assert_eq!(set.len(), 12);
+        assert!((set.utilization() - 2.8).abs() < 1e-4, "{}", set.utilization());
+        assert!(set
+            .tasks
+            .iter()
+            .all(|t| t.wcet >= pacer_model::Duration::from_us(50)));
+        seeds.push(set.generator.unwrap().seed.unwrap());
+    }
+    seeds.dedup();
+    assert_eq!(seeds.len(), 3);
+    assert_clean_error(
+        &pacer(&["gen", "-n", "4", "-u", "1", "--count", "2"]),
+        &["--output DIR"],
+    );
+}
+
+#[test]
+fn gen_rejects_bad_parameters() {
+    assert_clean_error(&pacer(&["gen", "-n", "4"]), &["--util", "required"]);
+    assert_clean_error(
+        &pacer(&["gen", "-n", "3", "-u", "5"]),
+        &["generating", "s = 5", "expected"],
+    );
+    assert_clean_error(
+        &pacer(&[
+            "gen",
+            "-n",
+            "3",
+            "-u",
+            "1",
+            "--period-min",
+            "100ms",
+            "--period-max",
+            "10ms",
+        ]),
+        &["period"],
+    );
+    assert_clean_error(
+        &pacer(&["gen", "-n", "3", "-u", "1", "--periods", "weekly"]),
+        &["--periods", "log-uniform"],
+    );
+    for bad in [
+        vec!["gen", "-n", "3", "-u", "1", "--utilizations", "magic"],
+        vec!["gen", "-n", "3", "-u", "1", "--deadlines", "constrained:2..3"],
+        vec!["gen", "-n", "3", "-u", "1", "--period-min", "10 parsecs"],
+    ] {
+        let out = pacer(&bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("panicked"));
+    }
+}
+
+#[test]
+fn gen_pipes_into_analyze_and_demo_runs() {
+    let g = pacer(&[
+        "gen",
+        "--recipe",
+        "rm-vs-edf",
+        "--cpus",
+        "4",
+        "--x",
+        "2",
+        "--r",
+        "0.6",
+        "--seed",
+        "3",
+    ]);
+    assert!(g.status.success());
+    let a = pacer_stdin(
+        &[
+            "analyze",
+            "-",
+            "--cpus",
+            "4",
+            "--cluster-size",
+            "2",
+            "--json",
+            "--milp-time-limit",
+            "2s",
+        ],
+        &text(&g.stdout),
+    );
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(v["seed"], 3);
+    let ids: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "g-edf/gfb",
+        "g-edf/bcl-iterative",
+        "g-dm/rta",
+        "p-edf/ffd",
+        "p-dm/ilp",
+        "c-edf/ilp",
+        "linux/sched_deadline",
+    ] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    let d = pacer(&["demo", "--json"]);
+    assert!(d.status.success(), "{}", text(&d.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert!(v["results"].as_array().unwrap().len() > 10);
+}

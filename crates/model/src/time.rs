@@ -81,6 +81,31 @@ impl Duration {
     pub fn is_zero(self) -> bool {
         self.0 == 0
     }
+
+    /// For tables: the exact form when it is short (`10ms`, `250us`), otherwise four significant
+    /// figures in the largest unit ≥ 1 (`6.440ms` for 6439665 ns). Files use `Display` (exact).
+    pub fn approx(self) -> String {
+        let exact = self.to_string();
+        if exact.len() <= 7 {
+            return exact;
+        }
+        let ns = self.0 as f64;
+        let (v, unit) = if ns >= NS_PER_S as f64 {
+            (ns / NS_PER_S as f64, "s")
+        } else if ns >= NS_PER_MS as f64 {
+            (ns / NS_PER_MS as f64, "ms")
+        } else {
+            (ns / NS_PER_US as f64, "us")
+        };
+        let decimals = if v >= 100.0 {
+            1
+        } else if v >= 10.0 {
+            2
+        } else {
+            3
+        };
+        format!("{v:.decimals$}{unit}")
+    }
 }
 
 impl Add for Duration {
@@ -315,6 +340,16 @@ mod tests {
         assert_eq!(Duration(1_500_001).to_string(), "1500001ns");
         assert_eq!(Duration::from_secs(2).to_string(), "2s");
         assert_eq!(Duration::ZERO.to_string(), "0ns");
+    }
+
+    #[test]
+    fn approx_for_tables() {
+        assert_eq!(Duration::from_ms(10).approx(), "10ms");
+        assert_eq!(Duration(6_439_665).approx(), "6.440ms");
+        assert_eq!(Duration(18_270_922).approx(), "18.27ms");
+        assert_eq!(Duration(1_234_567_891).approx(), "1.235s");
+        assert_eq!(Duration(25_263_000).approx(), "25263us");
+        assert_eq!(Duration(123_456_789).approx(), "123.5ms");
     }
 
     #[test]

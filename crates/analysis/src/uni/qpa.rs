@@ -47,16 +47,16 @@ fn prev_deadline(ts: &[Timing], x: u64) -> Option<u64> {
         .max()
 }
 
-/// Length of the synchronous busy period (w = Σ ⌈w/T_i⌉ C_i), `None` if it does not converge.
+/// Length of the synchronous busy period (w = Σ ⌈w/T_i⌉ C_i), `None` if it does not converge
+/// (or overflows u64, which only a set with U ≥ 1 can reach).
 pub fn busy_period(ts: &[Timing]) -> Option<u64> {
-    let mut w: u128 = ts.iter().map(|x| x.c as u128).sum();
+    let mut w = ts.iter().try_fold(0u64, |a, x| a.checked_add(x.c))?;
     for _ in 0..MAX_ITERATIONS {
-        let next: u128 = ts.iter().map(|x| (w.div_ceil(x.t as u128)) * x.c as u128).sum();
+        let next = ts.iter().try_fold(0u64, |a, x| {
+            w.div_ceil(x.t).checked_mul(x.c).and_then(|v| a.checked_add(v))
+        })?;
         if next == w {
-            return u64::try_from(w).ok();
-        }
-        if next > u64::MAX as u128 {
-            return None;
+            return Some(w);
         }
         w = next;
     }
@@ -87,8 +87,10 @@ pub fn qpa(ts: &[Timing]) -> QpaResult {
     if !utilization_at_most_one(ts) {
         return QpaResult::Overloaded;
     }
-    // With D = T, U ≤ 1 is already exact (Liu & Layland); skip the walk.
-    if implicit_deadlines(ts) {
+    // With D = T, U ≤ 1 is already exact (Liu & Layland); and density Σ C/D ≤ 1 is sufficient
+    // for any constrained set (h(t) ≤ Σ C_i·t/D_i ≤ t). Either way the walk is unnecessary; the
+    // margin keeps float rounding from accepting a set the exact walk would reject.
+    if implicit_deadlines(ts) || crate::timing::total_density(ts) <= 1.0 - 1e-9 {
         return QpaResult::Schedulable;
     }
     let lb = busy_period(ts);

@@ -11,18 +11,20 @@ use crate::uni::priority::{deadline_monotonic, rate_monotonic};
 use crate::Timing;
 
 /// Response time of `k` given its higher-priority tasks, or `None` once it exceeds `limit`.
+///
+/// u64 arithmetic (u128 division is a slow library call and this is the inner loop of
+/// partitioning); any overflow means the response time is beyond every representable deadline.
 pub fn response_time(k: &Timing, hp: impl Iterator<Item = Timing> + Clone, limit: u64) -> Option<u64> {
-    let mut r: u128 = k.c as u128 + hp.clone().map(|j| j.c as u128).sum::<u128>();
+    let mut r = hp.clone().try_fold(k.c, |acc, j| acc.checked_add(j.c))?;
     loop {
-        if r > limit as u128 {
+        if r > limit {
             return None;
         }
-        let next = k.c as u128
-            + hp.clone()
-                .map(|j| r.div_ceil(j.t as u128) * j.c as u128)
-                .sum::<u128>();
+        let next = hp.clone().try_fold(k.c, |acc, j| {
+            r.div_ceil(j.t).checked_mul(j.c).and_then(|w| acc.checked_add(w))
+        })?;
         if next == r {
-            return Some(r as u64);
+            return Some(r);
         }
         r = next;
     }
