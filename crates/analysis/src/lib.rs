@@ -19,6 +19,7 @@ pub mod gen;
 pub mod global;
 pub mod outcome;
 pub mod partition;
+pub mod ratio;
 pub mod suite;
 pub mod timing;
 pub mod uni;

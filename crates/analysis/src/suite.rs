@@ -279,7 +279,10 @@ fn packed(
     let mut rows = Vec::new();
     for bt in tests {
         for h in heuristics {
-            let result = partition::pack(ts, bins, *h, bt.fits);
+            // Σu ≤ capacity is necessary for every scheduler: a cheap filter before the real test.
+            let result = partition::pack(ts, bins, *h, |bin, cap| {
+                partition::load_fits(bin, cap) && (bt.fits)(bin, cap)
+            });
             let mut outcome = partition::outcome(&result);
             outcome.bound = Some(1.0);
             let mut r = row(

@@ -27,6 +27,12 @@ use crate::Timing;
 
 /// W_i(L) for τ_i with response-time bound `ri` (≥ C_i).
 fn workload(ti: &Timing, ri: u64, l: u64) -> u128 {
+    // u64 whenever the window fits (always, in practice): u128 division is a slow library call
+    // and this is the innermost loop of clustered partitioning. jobs·C ≤ span since C ≤ T.
+    if let Some(span) = l.checked_add(ri - ti.c) {
+        let jobs = span / ti.t;
+        return u128::from(jobs * ti.c + ti.c.min(span - jobs * ti.t));
+    }
     let span = u128::from(l) + u128::from(ri - ti.c);
     let t = u128::from(ti.t);
     let jobs = span / t;

@@ -9,39 +9,19 @@
 use std::cmp::Ordering;
 
 use crate::outcome::{Outcome, Verdict};
+use crate::ratio::Ratio;
 use crate::timing::{implicit_deadlines, total_density, total_u};
 use crate::Timing;
 
 /// Compares Σ num_i/den_i with 1 exactly when possible, else by floating point.
 pub fn ratio_sum_cmp_one(terms: impl Iterator<Item = (u64, u64)> + Clone) -> Ordering {
-    // Running sum as num/den with den = lcm of the denominators seen so far.
-    let mut num: u128 = 0;
-    let mut den: u128 = 1;
-    let mut exact = true;
-    for (n, d) in terms.clone() {
-        let (n, d) = (n as u128, d as u128);
-        let g = gcd128(den, d);
-        let Some(new_den) = (den / g).checked_mul(d) else {
-            exact = false;
-            break;
-        };
-        let (Some(a), Some(b)) = (num.checked_mul(new_den / den), n.checked_mul(new_den / d)) else {
-            exact = false;
-            break;
-        };
-        let Some(s) = a.checked_add(b) else {
-            exact = false;
-            break;
-        };
-        let g2 = gcd128(s, new_den).max(1);
-        num = s / g2;
-        den = new_den / g2;
+    match Ratio::sum(terms.clone()) {
+        Some(r) => r.num.cmp(&r.den),
+        None => {
+            let f: f64 = terms.map(|(n, d)| n as f64 / d as f64).sum();
+            f.partial_cmp(&1.0).unwrap_or(Ordering::Greater)
+        }
     }
-    if exact {
-        return num.cmp(&den);
-    }
-    let f: f64 = terms.map(|(n, d)| n as f64 / d as f64).sum();
-    f.partial_cmp(&1.0).unwrap_or(Ordering::Greater)
 }
 
 /// U ≤ 1, exactly where representable.
@@ -55,13 +35,6 @@ pub fn utilization_at_most_one(ts: &[Timing]) -> bool {
         return false;
     }
     ratio_sum_cmp_one(ts.iter().map(|t| (t.c, t.t))) != Ordering::Greater
-}
-
-fn gcd128(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 /// Liu & Layland's bound for implicit deadlines (exact), the density bound otherwise (sufficient).
