@@ -4,6 +4,7 @@
 mod analyze;
 mod demo;
 mod gen;
+mod sim;
 mod table;
 
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     /// Analyse a task set with every applicable schedulability test.
     #[command(alias = "analyse")]
     Analyze(analyze::Args),
+    /// Simulate a task set or an rt-app workload on the Linux scheduling classes.
+    Sim(sim::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Analyze(a) => analyze::run(a),
+        Command::Sim(a) => sim::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,438 @@
+//! `pacer sim`: run a task set or an rt-app file through the simulator, stream per-job records and
+//! a trace, print the summary.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal};
+use std::path::PathBuf;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, Context, Result};
+use pacer_analysis::admission::{self, AdmissionConfig};
+use pacer_analysis::partition::{self, milp, Heuristic, MilpOptions};
+use pacer_analysis::{timings, Timing};
+use pacer_model::{Duration, Reservation, TaskSet};
+use pacer_sim::output::csv::JobCsv;
+use pacer_sim::output::summary::{render_text, Summary};
+use pacer_sim::output::trace::ChromeTrace;
+use pacer_sim::record::Fanout;
+use pacer_sim::{Observer, Sim, SimConfig};
+use pacer_workload::{ExecModel, Policy, TaskPolicy, Workload};
+use serde::Serialize;
+
+use crate::analyze::parse_duration;
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+pacer sim examples/textbook.json --policy g-edf --duration 1s\n  \
+pacer gen --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
+pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev\n  \
+pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n\n\
+Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
+policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.")]
+pub struct Args {
+    /// Task-set JSON or rt-app JSON file; `-` reads standard input.
+    pub file: PathBuf,
+    /// Number of identical CPUs.
+    #[arg(short = 'm', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub cpus: u32,
+    /// Scheduler for task sets: {g,c,p}-{edf,rm,dm}. EDF = SCHED_DEADLINE reservations
+    /// (runtime C, deadline D, period T); RM/DM = SCHED_FIFO with rate/deadline-monotonic
+    /// priorities; g = global, c = clustered (--cluster-size), p = partitioned (one CPU each).
+    #[arg(long, default_value = "g-edf")]
+    pub policy: SchedPolicy,
+    /// CPUs per cluster for c-* policies (must divide --cpus).
+    #[arg(long)]
+    pub cluster_size: Option<u32>,
+    /// How c-* and p-* policies place tasks: a bin-packing heuristic (ff, bf, wf, nf and the
+    /// decreasing variants ffd, bfd, wfd, nfd; by utilisation, Σu ≤ capacity) or `ilp`, the
+    /// min–max-load assignment of the RM-vs-EDF study.
+    #[arg(long, default_value = "wfd")]
+    pub assign: String,
+    /// Time limit for --assign ilp.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub milp_time_limit: Duration,
+    /// Simulated time.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Seed of the execution-time draws (recorded in the output).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Execution time of each job of a task set: `wcet` (exactly C), `uniform:F` (uniform in
+    /// [F·C, C]) or `normal:M,S` (normal with mean M·C and deviation S·C, truncated to [0, C]).
+    #[arg(long, default_value = "wcet", value_parser = parse_exec)]
+    pub exec: ExecArg,
+    /// Set SCHED_FLAG_RECLAIM (GRUB) on the SCHED_DEADLINE reservations of a task set.
+    #[arg(long)]
+    pub reclaim: bool,
+    /// Cost of a context switch, added to the switched-in job's execution.
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    pub context_switch_cost: Duration,
+    /// Extra cost when the job resumes on another CPU.
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    pub migration_cost: Duration,
+    /// Write one CSV row per finished job here (docs/formats/jobs-csv.md).
+    #[arg(long)]
+    pub jobs: Option<PathBuf>,
+    /// Write a Chrome trace-event JSON trace here (loads in ui.perfetto.dev and chrome://tracing).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Machine-readable JSON summary on standard output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scope {
+    Global,
+    Clustered,
+    Partitioned,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Sched {
+    Edf,
+    Rm,
+    Dm,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct SchedPolicy(pub Scope, pub Sched);
+
+impl std::fmt::Display for SchedPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scope = match self.0 {
+            Scope::Global => "g",
+            Scope::Clustered => "c",
+            Scope::Partitioned => "p",
+        };
+        let sched = match self.1 {
+            Sched::Edf => "edf",
+            Sched::Rm => "rm",
+            Sched::Dm => "dm",
+        };
+        write!(f, "{scope}-{sched}")
+    }
+}
+
+impl std::str::FromStr for SchedPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("`{s}`: expected one of g-edf, c-edf, p-edf, g-rm, c-rm, p-rm, g-dm, c-dm, p-dm");
+        let (scope, sched) = s.split_once('-').ok_or_else(bad)?;
+        let scope = match scope {
+            "g" => Scope::Global,
+            "c" => Scope::Clustered,
+            "p" => Scope::Partitioned,
+            _ => return Err(bad()),
+        };
+        let sched = match sched {
+            "edf" => Sched::Edf,
+            "rm" => Sched::Rm,
+            "dm" => Sched::Dm,
+            _ => return Err(bad()),
+        };
+        Ok(SchedPolicy(scope, sched))
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ExecArg(pub ExecModel);
+
+fn parse_exec(s: &str) -> Result<ExecArg, String> {
+    let bad = || format!("`{s}`: expected wcet, uniform:F or normal:M,S with fractions in [0, 1]");
+    let frac = |x: &str| {
+        x.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| (0.0..=1.0).contains(v))
+            .ok_or_else(bad)
+    };
+    if s == "wcet" {
+        return Ok(ExecArg(ExecModel::Wcet));
+    }
+    if let Some(f) = s.strip_prefix("uniform:") {
+        return Ok(ExecArg(ExecModel::Uniform {
+            min_fraction: frac(f)?,
+        }));
+    }
+    if let Some(ms) = s.strip_prefix("normal:") {
+        let (m, sd) = ms.split_once(',').ok_or_else(bad)?;
+        return Ok(ExecArg(ExecModel::Normal {
+            mean_fraction: frac(m)?,
+            sd_fraction: frac(sd)?,
+        }));
+    }
+    Err(bad())
+}
+
+/// The input file, after deciding what it is.
+enum Input {
+    TaskSet(TaskSet),
+    RtApp(Workload),
+}
+
+fn read_input(path: &PathBuf) -> Result<Input> {
+    let (text, name) = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).context("reading standard input")?;
+        (s, "<stdin>".to_string())
+    } else {
+        let s = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        (s, path.display().to_string())
+    };
+    // rt-app files have a `tasks` object, pacer task sets a `tasks` array; rt-app files may carry
+    // comments, so anything that is not a task set is handed to the rt-app parser.
+    let looks_like_taskset = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .is_some_and(|v| v.get("tasks").is_some_and(|t| t.is_array()));
+    if looks_like_taskset {
+        Ok(Input::TaskSet(pacer_model::parse_taskset(&text, &name)?))
+    } else {
+        Ok(Input::RtApp(pacer_workload::parse_rtapp(&text, &name)?))
+    }
+}
+
+/// Task → bin (CPU or cluster) for c-* and p-* policies.
+fn place(ts: &[Timing], bins: &[usize], assign: &str, limit: Duration) -> Result<Vec<usize>> {
+    if assign == "ilp" {
+        let opts = MilpOptions::with_time_limit(std::time::Duration::from_nanos(limit.ns()));
+        let r = milp::solve(ts, bins, &opts).context("--assign ilp")?;
+        return Ok(r.assignment.bin_of);
+    }
+    let h: Heuristic = assign
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--assign: {e}; or `ilp`"))?;
+    match partition::pack(ts, bins, h, partition::load_fits) {
+        Ok(a) => Ok(a.bin_of),
+        Err(u) => bail!(
+            "--assign {assign}: task {} fits in no {} (Σ utilisation would exceed capacity); try another heuristic, more CPUs, or a global policy",
+            u.task,
+            if bins.iter().all(|&b| b == 1) { "CPU" } else { "cluster" }
+        ),
+    }
+}
+
+fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
+    let SchedPolicy(scope, sched) = a.policy;
+    let m = a.cpus as usize;
+    let ts = timings(&set.tasks);
+    let policy = match sched {
+        Sched::Edf => TaskPolicy::Deadline,
+        Sched::Rm => TaskPolicy::FixedPriority(pacer_workload::rate_monotonic_priorities(set)),
+        Sched::Dm => TaskPolicy::FixedPriority(pacer_workload::deadline_monotonic_priorities(set)),
+    };
+    let mut w = pacer_workload::from_taskset(set, &policy, a.exec.0);
+    if a.reclaim {
+        if sched != Sched::Edf {
+            bail!("--reclaim: only SCHED_DEADLINE (the *-edf policies) reclaims bandwidth");
+        }
+        for t in &mut w.threads {
+            if let Policy::Deadline(r) = &mut t.policy {
+                r.flags.reclaim = true;
+            }
+        }
+    }
+    let (bins, cpus_of_bin): (Vec<usize>, Vec<Vec<usize>>) = match scope {
+        Scope::Global => return Ok(w),
+        Scope::Partitioned => (vec![1; m], (0..m).map(|c| vec![c]).collect()),
+        Scope::Clustered => {
+            let Some(k) = a.cluster_size.map(|k| k as usize) else {
+                bail!("--policy c-*: needs --cluster-size K (CPUs per cluster, dividing --cpus)");
+            };
+            if k == 0 || !m.is_multiple_of(k) {
+                bail!("--cluster-size {k}: expected a divisor of --cpus {m}");
+            }
+            (
+                vec![k; m / k],
+                (0..m / k).map(|c| (c * k..(c + 1) * k).collect()).collect(),
+            )
+        }
+    };
+    let bin_of = place(&ts, &bins, &a.assign, a.milp_time_limit)?;
+    for (t, b) in w.threads.iter_mut().zip(bin_of) {
+        t.affinity = Some(cpus_of_bin[b].clone());
+    }
+    Ok(w)
+}
+
+/// Warns (does not refuse) when the kernel's admission control would reject the reservations:
+/// overloaded sets are legitimate simulation experiments.
+fn admission_note(w: &Workload, m: usize) -> Option<String> {
+    let rs: Vec<Reservation> = w
+        .threads
+        .iter()
+        .filter_map(|t| match t.policy {
+            Policy::Deadline(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    if rs.is_empty() {
+        return None;
+    }
+    let rep = admission::admit(&AdmissionConfig::linux_default(m), &rs);
+    let refused = rep.refused.iter().filter(|r| r.is_some()).count();
+    (refused > 0).then(|| {
+        format!(
+            "note: Linux's admission control would refuse {refused} of {} SCHED_DEADLINE reservations on {m} CPUs (Σ bandwidth over the 95% cap less the fair servers); simulating anyway",
+            rs.len()
+        )
+    })
+}
+
+#[derive(Serialize)]
+struct RunInfo {
+    file: String,
+    seed: u64,
+    cpus: u32,
+    policy: Option<String>,
+    simulated_ns: u64,
+    events: u64,
+    jobs: u64,
+    wall_seconds: f64,
+    jobs_per_wall_second: f64,
+    events_per_wall_second: f64,
+    ignored_keys: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    run: RunInfo,
+    summary: &'a pacer_sim::output::summary::SummaryReport,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let input = read_input(&a.file)?;
+    let m = a.cpus as usize;
+    let (workload, policy_label) = match input {
+        Input::TaskSet(set) => (build_workload(&set, &a)?, Some(a.policy.to_string())),
+        Input::RtApp(w) => (w, None),
+    };
+    if !a.json && !workload.ignored.is_empty() {
+        // One line per ignored key would bury the results; show a few, --json lists them all.
+        let n = workload.ignored.len();
+        eprintln!(
+            "pacer sim: warning: {n} rt-app key{} not modelled, ignored:",
+            if n == 1 { "" } else { "s" }
+        );
+        for k in workload.ignored.iter().take(4) {
+            eprintln!("  {k}");
+        }
+        if n > 4 {
+            eprintln!("  … and {} more (see `ignored_keys` in --json output)", n - 4);
+        }
+    }
+    if let Some(n) = admission_note(&workload, m) {
+        eprintln!("pacer sim: {n}");
+    }
+    let horizon = a.duration.ns();
+    if horizon == 0 {
+        bail!("--duration: expected a simulated time > 0");
+    }
+    let mut cfg = SimConfig::new(m);
+    cfg.seed = a.seed;
+    cfg.context_switch_cost = a.context_switch_cost.ns();
+    cfg.migration_cost = a.migration_cost.ns();
+    let ignored = workload.ignored.clone();
+    let mut sim = Sim::new(workload, cfg).context("setting up the simulation")?;
+    let names = sim.thread_names();
+
+    let mut summary = Summary::new(names.len());
+    let mut csv = match &a.jobs {
+        Some(p) => Some(JobCsv::new(
+            BufWriter::new(File::create(p).with_context(|| format!("{}: cannot create", p.display()))?),
+            names.clone(),
+        )),
+        None => None,
+    };
+    let mut trace = match &a.trace {
+        Some(p) => Some(ChromeTrace::new(
+            BufWriter::new(File::create(p).with_context(|| format!("{}: cannot create", p.display()))?),
+            names.clone(),
+            a.cpus,
+        )),
+        None => None,
+    };
+
+    let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(horizon / 1_000_000);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "simulating {bar:40} {pos}/{len} ms model time ({eta} left)",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let started = WallClock::now();
+    let steps = 200u64;
+    for i in 1..=steps {
+        let until = horizon / steps * i + if i == steps { horizon % steps } else { 0 };
+        let mut observers: Vec<&mut dyn Observer> = vec![&mut summary];
+        if let Some(c) = csv.as_mut() {
+            observers.push(c);
+        }
+        if let Some(t) = trace.as_mut() {
+            observers.push(t);
+        }
+        sim.run_until(until, &mut Fanout(observers));
+        if let Some(b) = &bar {
+            b.set_position(until / 1_000_000);
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(c) = csv {
+        c.finish()
+            .with_context(|| format!("{}: writing job records", a.jobs.as_ref().unwrap().display()))?;
+    }
+    if let Some(t) = trace {
+        t.finish(horizon)
+            .with_context(|| format!("{}: writing the trace", a.trace.as_ref().unwrap().display()))?;
+    }
+    let report = summary.report(&names, &sim.stats(), horizon, a.cpus);
+    let info = RunInfo {
+        file: a.file.display().to_string(),
+        seed: a.seed,
+        cpus: a.cpus,
+        policy: policy_label,
+        simulated_ns: horizon,
+        events: sim.events_processed(),
+        jobs: sim.jobs_finished(),
+        wall_seconds: wall,
+        jobs_per_wall_second: sim.jobs_finished() as f64 / wall.max(1e-9),
+        events_per_wall_second: sim.events_processed() as f64 / wall.max(1e-9),
+        ignored_keys: ignored,
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&JsonOut {
+                run: info,
+                summary: &report
+            })?
+        );
+    } else {
+        println!(
+            "simulated {} on {} CPU{} ({}seed {}): {} jobs, {} events in {:.3} s wall ({:.0} jobs/s, {:.0} events/s)\n",
+            a.duration,
+            a.cpus,
+            if a.cpus == 1 { "" } else { "s" },
+            info.policy.as_ref().map(|p| format!("{p}, ")).unwrap_or_default(),
+            a.seed,
+            info.jobs,
+            info.events,
+            wall,
+            info.jobs_per_wall_second,
+            info.events_per_wall_second
+        );
+        let text = render_text(&report);
+        print!("{text}");
+        if !text.ends_with('\n') {
+            println!();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! The deadline class: SCHED_DEADLINE's CBS as `kernel/sched/deadline.c` implements it.
+//!
+//! - Wake-up rule (`update_dl_entity()`): a waking entity keeps its (deadline, runtime) unless
+//!   the deadline has passed or `runtime / (deadline − now) > dl_runtime / dl_deadline`
+//!   (`dl_entity_overflow()`, computed with the kernel's >> DL_SCALE truncation); then it gets a
+//!   new period (deadline = now + dl_deadline, runtime = dl_runtime) — except for constrained
+//!   entities (dl_deadline < dl_period) whose deadline is still ahead, which keep the deadline
+//!   with runtime = dl_density · (deadline − now) (the "revised wake-up rule", Documentation/
+//!   scheduler/sched-deadline.rst §3 and the Abeni & Lelli constrained-deadline fix).
+//! - Accounting (`update_curr_dl()`): runtime −= δ, or with SCHED_FLAG_RECLAIM the GRUB rule
+//!   `grub_reclaim()`: runtime −= δ · max(u, u_max − u_inact − u_extra) / u_max (Abeni et al.,
+//!   "Greedy CPU reclaiming for SCHED_DEADLINE", RTLWS 2014; the SMP form merged in Linux 6.5).
+//! - Throttling: at runtime ≤ 0 the entity is throttled until `dl_next_period()` = deadline −
+//!   dl_deadline + dl_period, then `replenish_dl_entity()` adds periods until runtime > 0 (and
+//!   starts afresh if the deadline still lags behind now). Reservations are always hard.
+//! - Active/inactive utilisation for GRUB: a blocking entity stays in running_bw until its 0-lag
+//!   time deadline − runtime·dl_period/dl_runtime (the "inactive timer").
+
+use std::collections::BTreeSet;
+
+use pacer_model::reservation::{to_ratio, BW_SHIFT};
+use pacer_model::Reservation;
+
+use crate::record::ThreadId;
+
+/// `DL_SCALE`: the shift the kernel applies before multiplying times in overflow checks.
+const DL_SCALE: u32 = 10;
+/// `RATIO_SHIFT` of `bw_ratio`.
+const RATIO_SHIFT: u32 = 8;
+
+/// A thread's deadline scheduling entity (`struct sched_dl_entity`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DlEntity {
+    pub dl_runtime: u64,
+    pub dl_deadline: u64,
+    pub dl_period: u64,
+    /// `to_ratio(dl_period, dl_runtime)`.
+    pub dl_bw: u64,
+    /// `to_ratio(dl_deadline, dl_runtime)`.
+    pub dl_density: u64,
+    pub reclaim: bool,
+    /// Remaining runtime (may go negative on overrun, as in the kernel).
+    pub runtime: i64,
+    /// Absolute scheduling deadline.
+    pub deadline: u64,
+    /// Set once the first enqueue initialised (deadline, runtime): `setup_new_dl_entity()`.
+    pub started: bool,
+    /// Counted in the rq's running_bw (active contending or active non-contending).
+    pub active: bool,
+}
+
+impl DlEntity {
+    pub fn new(r: &Reservation) -> Self {
+        let period = r.effective_period().ns();
+        DlEntity {
+            dl_runtime: r.runtime.ns(),
+            dl_deadline: r.deadline.ns(),
+            dl_period: period,
+            dl_bw: to_ratio(period, r.runtime.ns()),
+            dl_density: to_ratio(r.deadline.ns(), r.runtime.ns()),
+            reclaim: r.flags.reclaim,
+            runtime: 0,
+            deadline: 0,
+            started: false,
+            active: false,
+        }
+    }
+
+    fn implicit(&self) -> bool {
+        self.dl_deadline == self.dl_period
+    }
+
+    /// `replenish_dl_new_period()`.
+    fn new_period(&mut self, now: u64) {
+        self.deadline = now + self.dl_deadline;
+        self.runtime = self.dl_runtime as i64;
+    }
+
+    /// `dl_entity_overflow()`: would keeping (deadline, runtime) exceed the reserved bandwidth?
+    fn overflow(&self, now: u64) -> bool {
+        let left =
+            (self.dl_deadline >> DL_SCALE) as u128 * ((self.runtime.max(0) as u64) >> DL_SCALE) as u128;
+        let right = ((self.deadline - now) >> DL_SCALE) as u128 * (self.dl_runtime >> DL_SCALE) as u128;
+        right < left
+    }
+
+    /// The CBS wake-up rule (`update_dl_entity()`), or `setup_new_dl_entity()` the first time.
+    pub fn on_wakeup(&mut self, now: u64) {
+        if !self.started {
+            self.started = true;
+            self.new_period(now);
+            return;
+        }
+        if self.deadline < now || self.overflow(now) {
+            if !self.implicit() && self.deadline >= now {
+                // Revised wake-up rule: keep the deadline, scale the runtime to the density.
+                let laxity = self.deadline - now;
+                self.runtime = ((self.dl_density as u128 * laxity as u128) >> BW_SHIFT) as i64;
+                return;
+            }
+            self.new_period(now);
+        }
+    }
+
+    /// When the replenishment timer fires: `dl_next_period()`.
+    pub fn next_period_start(&self) -> u64 {
+        (self.deadline + self.dl_period).saturating_sub(self.dl_deadline)
+    }
+
+    /// `replenish_dl_entity()`.
+    pub fn replenish(&mut self, now: u64) {
+        while self.runtime <= 0 {
+            self.deadline += self.dl_period;
+            self.runtime += self.dl_runtime as i64;
+        }
+        if self.deadline < now {
+            self.new_period(now);
+        }
+    }
+
+    /// 0-lag time: when a blocked entity's bandwidth may be released (`task_non_contending()`).
+    pub fn zero_lag(&self) -> u64 {
+        let used =
+            (self.runtime.max(0) as u128 * self.dl_period as u128 / self.dl_runtime.max(1) as u128) as u64;
+        self.deadline.saturating_sub(used)
+    }
+}
+
+/// Per-CPU deadline run queue (`struct dl_rq`): queued (not running) entities by deadline, and
+/// the bandwidth sums GRUB needs.
+#[derive(Debug, Default)]
+pub(crate) struct DlRq {
+    queue: BTreeSet<(u64, ThreadId)>,
+    /// Σ dl_bw of active entities assigned to this CPU.
+    pub running_bw: u64,
+    /// Σ dl_bw of all entities assigned to this CPU.
+    pub this_bw: u64,
+    /// Per-CPU share of the bandwidth not allocated to any entity.
+    pub extra_bw: u64,
+    /// `to_ratio(rt_period, rt_runtime)`.
+    pub max_bw: u64,
+    /// (1 << RATIO_SHIFT) / u_max, in RATIO_SHIFT fixed point.
+    pub bw_ratio: u64,
+}
+
+impl DlRq {
+    pub fn new(max_bw: u64) -> Self {
+        DlRq {
+            queue: BTreeSet::new(),
+            running_bw: 0,
+            this_bw: 0,
+            extra_bw: max_bw,
+            max_bw,
+            bw_ratio: ((1u64 << (BW_SHIFT + RATIO_SHIFT)) / max_bw.max(1)),
+        }
+    }
+    pub fn enqueue(&mut self, t: ThreadId, deadline: u64) {
+        self.queue.insert((deadline, t));
+    }
+    pub fn dequeue(&mut self, t: ThreadId, deadline: u64) -> bool {
+        self.queue.remove(&(deadline, t))
+    }
+    pub fn first(&self) -> Option<(u64, ThreadId)> {
+        self.queue.first().copied()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &(u64, ThreadId)> {
+        self.queue.iter()
+    }
+    /// The runtime a reclaiming entity is charged for `delta` ns of execution (`grub_reclaim()`).
+    pub fn grub_charge(&self, delta: u64, dl_bw: u64) -> u64 {
+        let u_act = self.grub_rate(dl_bw);
+        ((delta as u128 * u_act as u128) >> BW_SHIFT) as u64
+    }
+
+    /// dq/dt in BW_SHIFT fixed point for a reclaiming entity of bandwidth `dl_bw`.
+    pub fn grub_rate(&self, dl_bw: u64) -> u64 {
+        let u_inact = self.this_bw.saturating_sub(self.running_bw);
+        let u_act = if u_inact + self.extra_bw > self.max_bw.saturating_sub(dl_bw) {
+            dl_bw
+        } else {
+            self.max_bw - u_inact - self.extra_bw
+        };
+        (u_act * self.bw_ratio) >> RATIO_SHIFT
+    }
+}
+
+/// Execution time after which `runtime` is used up at charge rate `rate` (BW_SHIFT fixed point).
+pub(crate) fn time_to_exhaust(runtime: i64, rate: u64) -> u64 {
+    if runtime <= 0 {
+        return 0;
+    }
+    if rate == 0 {
+        return u64::MAX;
+    }
+    let t = ((runtime as u128) << BW_SHIFT).div_ceil(rate as u128);
+    t.min(u64::MAX as u128) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacer_model::Duration;
+
+    fn ent(rt_us: u64, dl_us: u64, p_us: u64) -> DlEntity {
+        DlEntity::new(&Reservation::new(
+            Duration::from_us(rt_us),
+            Duration::from_us(dl_us),
+            Duration::from_us(p_us),
+        ))
+    }
+
+    #[test]
+    fn first_wakeup_sets_up_a_period() {
+        let mut e = ent(2000, 10_000, 10_000);
+        e.on_wakeup(5_000_000);
+        assert_eq!(e.deadline, 15_000_000);
+        assert_eq!(e.runtime, 2_000_000);
+    }
+
+    #[test]
+    fn wakeup_keeps_parameters_unless_overflowing() {
+        let mut e = ent(2000, 10_000, 10_000);
+        e.on_wakeup(0);
+        // Ran 1 ms, blocked, wakes at 5 ms: 1 ms left over 5 ms = 0.2 = bandwidth: keep.
+        e.runtime = 1_000_000;
+        e.on_wakeup(5_000_000);
+        assert_eq!((e.deadline, e.runtime), (10_000_000, 1_000_000));
+        // Wakes at 8 ms with 1 ms left: 1/2 > 0.2 overflows: new period.
+        e.on_wakeup(8_000_000);
+        assert_eq!((e.deadline, e.runtime), (18_000_000, 2_000_000));
+        // Deadline passed: new period.
+        e.on_wakeup(20_000_000);
+        assert_eq!(e.deadline, 30_000_000);
+    }
+
+    #[test]
+    fn revised_wakeup_for_constrained_deadlines() {
+        let mut e = ent(2000, 5_000, 10_000); // density 0.4
+        e.on_wakeup(0);
+        e.runtime = 2_000_000;
+        e.on_wakeup(4_000_000); // 2 ms over 1 ms of laxity overflows; deadline still ahead
+        assert_eq!(e.deadline, 5_000_000);
+        assert_eq!(e.runtime, 400_000 - 1); // 0.4 · 1 ms, in 20-bit fixed point
+    }
+
+    #[test]
+    fn replenishment_adds_periods() {
+        let mut e = ent(2000, 10_000, 10_000);
+        e.on_wakeup(0);
+        e.runtime = -500_000; // overran by 0.5 ms
+        assert_eq!(e.next_period_start(), 10_000_000);
+        e.replenish(10_000_000);
+        assert_eq!((e.deadline, e.runtime), (20_000_000, 1_500_000));
+    }
+
+    #[test]
+    fn grub_rate_alone_on_a_cpu() {
+        // One entity of bandwidth 0.25 alone on a CPU: u_extra = 0.95 − 0.25, so it is charged
+        // at 0.25/0.95 and can run 0.95 of the CPU.
+        let max_bw = to_ratio(1_000_000, 950_000);
+        let mut rq = DlRq::new(max_bw);
+        let bw = to_ratio(4, 1);
+        rq.this_bw = bw;
+        rq.running_bw = bw;
+        rq.extra_bw = max_bw - bw;
+        let rate = rq.grub_rate(bw) as f64 / (1u64 << BW_SHIFT) as f64;
+        assert!((rate - 0.25 / 0.95).abs() < 1e-3, "{rate}");
+        assert_eq!(time_to_exhaust(1_000, 1 << BW_SHIFT), 1_000);
+    }
+}

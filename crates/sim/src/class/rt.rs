@@ -1,0 +1,47 @@
+//! The rt class: SCHED_FIFO and SCHED_RR (`kernel/sched/rt.c`). Priorities 1..99, higher first;
+//! FIFO within a priority; a preempted task goes back to the head of its list (it was running
+//! and keeps its place), a task whose RR slice expired or that yields goes to the tail.
+
+use std::collections::BTreeSet;
+
+use crate::record::ThreadId;
+
+/// Default `sched_rr_timeslice_ms` (100 ms).
+pub(crate) const RR_TIMESLICE_NS: u64 = 100_000_000;
+
+#[derive(Debug, Default)]
+pub(crate) struct RtRq {
+    /// (inverted priority, order, thread): the first element is the next to run.
+    queue: BTreeSet<(u8, i64, ThreadId)>,
+    head: i64,
+    tail: i64,
+}
+
+impl RtRq {
+    /// Enqueues at the tail (`head = false`) or head of its priority list; returns the order key.
+    pub fn enqueue(&mut self, t: ThreadId, prio: u8, head: bool) -> i64 {
+        let order = if head {
+            self.head -= 1;
+            self.head
+        } else {
+            self.tail += 1;
+            self.tail
+        };
+        self.queue.insert((99 - prio.min(99), order, t));
+        order
+    }
+    pub fn dequeue(&mut self, t: ThreadId, prio: u8, order: i64) -> bool {
+        self.queue.remove(&(99 - prio.min(99), order, t))
+    }
+    /// (priority, thread) of the first queued task.
+    pub fn first(&self) -> Option<(u8, ThreadId)> {
+        self.queue.first().map(|&(p, _, t)| (99 - p, t))
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (u8, ThreadId)> + '_ {
+        self.queue.iter().map(|&(p, _, t)| (99 - p, t))
+    }
+    /// Whether another task of priority `prio` is queued (RR rotates only then).
+    pub fn has_prio(&self, prio: u8) -> bool {
+        self.queue.iter().any(|&(p, _, _)| 99 - p == prio)
+    }
+}

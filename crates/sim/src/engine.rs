@@ -1,0 +1,1275 @@
+//! The discrete-event engine: simulated time in integer nanoseconds, per-CPU run queues, the
+//! classes of [`crate::class`] stacked deadline > rt > fair > idle, and threads executing the
+//! workload model of `pacer-workload` (run / runtime / sleep / timer / yield events).
+//!
+//! Multiprocessor scheduling follows the kernel's distributed run queues: a waking thread picks a
+//! CPU (`select_task_rq`: an idle CPU, else the one running the least urgent thread it can
+//! preempt — cpudl/cpupri), a preempted thread is pushed to a CPU it can preempt
+//! (`push_dl_task`/`push_rt_task`), and a CPU that loses its thread pulls the most urgent queued
+//! thread from the others (`pull_dl_task`/`pull_rt_task`, idle balance for fair). Global,
+//! clustered and partitioned scheduling are only affinity masks over the same machinery.
+//!
+//! ## Order of simultaneous events (deterministic)
+//! Events at the same instant are processed in this order, ties in insertion order:
+//! 1. CPU-local expiries (a running thread finishes its work, exhausts its runtime or slice), so a
+//!    job ending at t frees its CPU before anything else happens at t;
+//! 2. SCHED_DEADLINE replenishment timers;
+//! 3. GRUB inactive timers (0-lag);
+//! 4. wake-ups (job releases at timer expiries, ends of sleeps, thread starts), in thread order.
+//!
+//! After each event the CPUs it touched reschedule immediately (the kernel's resched IPI).
+//! Randomness (execution-time models) comes from one ChaCha8 stream per thread, seeded from the
+//! run's seed and the thread index, so a thread's draws do not depend on the others.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use pacer_model::reservation::to_ratio;
+use pacer_model::CAPACITY_SCALE;
+use pacer_workload::{Event, Policy, Workload};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::class::deadline::{time_to_exhaust, DlEntity, DlRq};
+use crate::class::fair::{weight_of_nice, FairRq, FAIR_SLICE_NS};
+use crate::class::rt::{RtRq, RR_TIMESLICE_NS};
+use crate::class::{ClassId, Key};
+use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
+
+/// Simulation settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    pub cpus: usize,
+    /// Capacity of each CPU on the 1024 scale (default: all 1024).
+    pub capacities: Option<Vec<u32>>,
+    /// Seed of the execution-time draws.
+    pub seed: u64,
+    /// Time a thread spends switching in before its work progresses (ns).
+    pub context_switch_cost: u64,
+    /// Extra switch-in time when the thread last ran on another CPU (ns).
+    pub migration_cost: u64,
+    /// `sched_rt_runtime_us` / `sched_rt_period_us`: u_max of GRUB reclaiming.
+    pub rt_runtime_us: u64,
+    pub rt_period_us: u64,
+    /// SCHED_RR time slice.
+    pub rr_timeslice: u64,
+}
+
+impl SimConfig {
+    pub fn new(cpus: usize) -> Self {
+        SimConfig {
+            cpus,
+            capacities: None,
+            seed: 0,
+            context_switch_cost: 0,
+            migration_cost: 0,
+            rt_runtime_us: 950_000,
+            rt_period_us: 1_000_000,
+            rr_timeslice: RR_TIMESLICE_NS,
+        }
+    }
+}
+
+/// Why a workload cannot be simulated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    #[error("the platform needs at least one CPU")]
+    NoCpus,
+    #[error("the workload has no threads")]
+    NoThreads,
+    #[error("thread `{thread}`: affinity names CPU {cpu}, but the platform has CPUs 0..{cpus}")]
+    AffinityOutOfRange { thread: String, cpu: usize, cpus: usize },
+    #[error("thread `{thread}`: empty CPU affinity")]
+    EmptyAffinity { thread: String },
+    #[error("thread `{thread}`: {message}")]
+    BadThread { thread: String, message: String },
+    #[error("capacities: expected {cpus} values in 1..=1024, got {got:?}")]
+    BadCapacities { cpus: usize, got: Vec<u32> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    NotStarted,
+    /// Blocked (sleep, timer) or waiting for a replenishment with nothing to run.
+    Sleeping,
+    /// On a run queue.
+    Queued,
+    Running,
+    /// Runnable but its SCHED_DEADLINE runtime is exhausted until the replenishment timer.
+    Throttled,
+    Exited,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Pc {
+    outer: u64,
+    phase: usize,
+    iter: u64,
+    ev: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    seq: u64,
+    release: u64,
+    deadline: u64,
+    start: Option<u64>,
+    exec: u64,
+    preemptions: u32,
+    migrations: u32,
+    last_cpu: Option<u32>,
+}
+
+struct Thread {
+    class: ClassId,
+    rt_prio: u8,
+    rr: bool,
+    weight: u64,
+    dl: Option<DlEntity>,
+    affinity: Vec<bool>,
+    state: State,
+    /// Run queue the thread belongs to (last CPU).
+    cpu: u32,
+    pc: Pc,
+    /// Work left in the current run event: ns at capacity 1024 (or wall ns for `runtime`).
+    remaining: u64,
+    wall: bool,
+    /// Switch-in cost still to be paid before work progresses.
+    overhead: u64,
+    job: Option<Job>,
+    /// Release time of the job the thread starts when it next wakes (timer expiry).
+    pending_release: Option<u64>,
+    rel_deadline: u64,
+    period: u64,
+    has_timer: bool,
+    t_first: u64,
+    rt_order: i64,
+    vruntime: u64,
+    /// Execution since the thread last got the CPU (for RR and fair slices).
+    slice_used: u64,
+    timer_gen: u64,
+    /// A SCHED_DEADLINE thread whose runtime ran out: waits for the replenishment timer.
+    throttled: bool,
+    rng: ChaCha8Rng,
+    stats: ThreadStats,
+}
+
+struct Cpu {
+    curr: Option<ThreadId>,
+    exec_start: u64,
+    gen: u64,
+    /// Time of the live CPU-local event, if one is armed (re-arming at the same time is a no-op,
+    /// which keeps stale entries out of the event heap).
+    armed: Option<u64>,
+    capacity: u64,
+    dl: DlRq,
+    rt: RtRq,
+    fair: FairRq,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    CpuLocal = 0,
+    Replenish = 1,
+    Inactive = 2,
+    Wakeup = 3,
+}
+
+/// (time, kind, sequence, id, generation)
+type QueuedEvent = Reverse<(u64, Kind, u64, u32, u64)>;
+
+#[derive(Default)]
+struct SharedTimer {
+    next: Option<u64>,
+}
+
+/// A simulation in progress.
+pub struct Sim {
+    workload: Workload,
+    cfg: SimConfig,
+    threads: Vec<Thread>,
+    cpus: Vec<Cpu>,
+    timers: Vec<SharedTimer>,
+    events: BinaryHeap<QueuedEvent>,
+    seq: u64,
+    now: u64,
+    tracing: bool,
+    events_processed: u64,
+    jobs_finished: u64,
+    /// Results produced while handling one event, delivered to the observer right after it.
+    pending_jobs: Vec<JobRecord>,
+    pending_trace: Vec<TraceEvent>,
+    /// Root domain of each CPU (threads never move between domains).
+    domain: Vec<usize>,
+    /// Last thread reported running on each CPU in the trace.
+    traced: Vec<Option<ThreadId>>,
+}
+
+fn thread_seed(seed: u64, t: usize) -> u64 {
+    // SplitMix64 step: decorrelates neighbouring thread indices.
+    let mut z = seed.wrapping_add((t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Sim {
+    /// Prepares a simulation of `workload` on `cfg.cpus` CPUs; nothing runs until [`Sim::run_until`].
+    pub fn new(workload: Workload, cfg: SimConfig) -> Result<Sim, SimError> {
+        let m = cfg.cpus;
+        if m == 0 {
+            return Err(SimError::NoCpus);
+        }
+        if workload.threads.is_empty() {
+            return Err(SimError::NoThreads);
+        }
+        let caps = match &cfg.capacities {
+            None => vec![CAPACITY_SCALE; m],
+            Some(c) if c.len() == m && c.iter().all(|&x| (1..=CAPACITY_SCALE).contains(&x)) => c.clone(),
+            Some(c) => {
+                return Err(SimError::BadCapacities {
+                    cpus: m,
+                    got: c.clone(),
+                })
+            }
+        };
+        let max_bw = to_ratio(cfg.rt_period_us, cfg.rt_runtime_us);
+        let mut threads = Vec::with_capacity(workload.threads.len());
+        for (i, spec) in workload.threads.iter().enumerate() {
+            let mut affinity = vec![spec.affinity.is_none(); m];
+            if let Some(cpus) = &spec.affinity {
+                for &c in cpus {
+                    if c >= m {
+                        return Err(SimError::AffinityOutOfRange {
+                            thread: spec.name.clone(),
+                            cpu: c,
+                            cpus: m,
+                        });
+                    }
+                    affinity[c] = true;
+                }
+            }
+            let Some(first_cpu) = affinity.iter().position(|&a| a) else {
+                return Err(SimError::EmptyAffinity {
+                    thread: spec.name.clone(),
+                });
+            };
+            let (class, rt_prio, rr, weight, dl) = match spec.policy {
+                Policy::Deadline(r) => {
+                    r.validate().map_err(|e| SimError::BadThread {
+                        thread: spec.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                    (ClassId::Deadline, 0, false, 0, Some(DlEntity::new(&r)))
+                }
+                Policy::Fifo { priority } => (ClassId::Rt, priority, false, 0, None),
+                Policy::Rr { priority } => (ClassId::Rt, priority, true, 0, None),
+                Policy::Other { nice } => (ClassId::Fair, 0, false, weight_of_nice(nice), None),
+                // SCHED_IDLE: the fair class with the kernel's WEIGHT_IDLEPRIO.
+                Policy::Idle => (ClassId::Fair, 0, false, 3, None),
+            };
+            let first_timer = spec
+                .phases
+                .iter()
+                .flat_map(|p| p.events.iter())
+                .find_map(|e| match e {
+                    Event::Timer { period, .. } => Some(period.ns()),
+                    _ => None,
+                });
+            if spec
+                .phases
+                .iter()
+                .any(|p| p.policy.is_some() || p.affinity.is_some())
+            {
+                return Err(SimError::BadThread {
+                    thread: spec.name.clone(),
+                    message: "phase-level policy or cpus changes are not simulated yet; set them on the task"
+                        .into(),
+                });
+            }
+            if spec.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
+                return Err(SimError::BadThread {
+                    thread: spec.name.clone(),
+                    message: "no events to run".into(),
+                });
+            }
+            let rel_deadline = spec
+                .job_deadline
+                .map(|d| d.ns())
+                .or(dl.map(|d| d.dl_deadline))
+                .or(first_timer)
+                .unwrap_or(u64::MAX / 4);
+            let period = first_timer
+                .or(dl.map(|d| d.dl_period))
+                .unwrap_or(rel_deadline)
+                .max(1);
+            threads.push(Thread {
+                class,
+                rt_prio,
+                rr,
+                weight,
+                dl,
+                affinity,
+                state: State::NotStarted,
+                cpu: first_cpu as u32,
+                pc: Pc::default(),
+                remaining: 0,
+                wall: false,
+                overhead: 0,
+                job: None,
+                pending_release: None,
+                rel_deadline,
+                period,
+                has_timer: first_timer.is_some(),
+                t_first: 0,
+                rt_order: 0,
+                vruntime: 0,
+                slice_used: 0,
+                timer_gen: 0,
+                throttled: false,
+                rng: ChaCha8Rng::seed_from_u64(thread_seed(cfg.seed, i)),
+                stats: ThreadStats::default(),
+            });
+        }
+        let mut cpus: Vec<Cpu> = caps
+            .iter()
+            .map(|&c| Cpu {
+                curr: None,
+                exec_start: 0,
+                gen: 0,
+                armed: None,
+                capacity: c as u64,
+                dl: DlRq::new(max_bw),
+                rt: RtRq::default(),
+                fair: FairRq::default(),
+            })
+            .collect();
+        // GRUB's extra_bw: the unallocated bandwidth of each root domain, shared by its CPUs.
+        // Root domains are the connected components of CPUs linked by some thread's affinity
+        // (exclusive cpusets in the kernel).
+        let domain = root_domains(m, &threads);
+        for d in 0..m {
+            let members: Vec<usize> = (0..m).filter(|&c| domain[c] == d).collect();
+            if members.is_empty() {
+                continue;
+            }
+            let total: u64 = threads
+                .iter()
+                .filter(|t| domain[t.cpu as usize] == d)
+                .filter_map(|t| t.dl.map(|e| e.dl_bw))
+                .sum();
+            let share = total / members.len() as u64;
+            for &c in &members {
+                cpus[c].dl.extra_bw = max_bw.saturating_sub(share);
+            }
+        }
+        for t in &threads {
+            if let Some(e) = t.dl {
+                cpus[t.cpu as usize].dl.this_bw += e.dl_bw;
+            }
+        }
+        let timers = (0..workload.timer_count())
+            .map(|_| SharedTimer::default())
+            .collect();
+        let mut sim = Sim {
+            workload,
+            cfg,
+            threads,
+            cpus,
+            timers,
+            events: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            tracing: false,
+            events_processed: 0,
+            jobs_finished: 0,
+            pending_jobs: Vec::new(),
+            pending_trace: Vec::new(),
+            domain,
+            traced: vec![None; m],
+        };
+        for i in 0..sim.threads.len() {
+            let delay = sim.workload.threads[i].start_delay.ns();
+            sim.push_event(delay, Kind::Wakeup, i as u32, 0);
+        }
+        Ok(sim)
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Events processed so far.
+    pub fn events_processed(&self) -> u64 {
+        self.events_processed
+    }
+
+    /// Jobs finished so far.
+    pub fn jobs_finished(&self) -> u64 {
+        self.jobs_finished
+    }
+
+    /// Thread names in thread-id order.
+    pub fn thread_names(&self) -> Vec<String> {
+        self.workload.threads.iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// Current SCHED_DEADLINE state of a thread: (absolute deadline, remaining runtime), the
+    /// quantities the kernel exposes and the adaptation engine reads.
+    pub fn dl_state(&self, t: ThreadId) -> Option<(u64, i64)> {
+        self.threads.get(t as usize)?.dl.map(|e| (e.deadline, e.runtime))
+    }
+
+    /// Per-thread counters so far.
+    pub fn stats(&self) -> Vec<ThreadStats> {
+        self.threads.iter().map(|t| t.stats).collect()
+    }
+
+    fn push_event(&mut self, time: u64, kind: Kind, id: u32, gen: u64) {
+        self.seq += 1;
+        self.events.push(Reverse((time, kind, self.seq, id, gen)));
+    }
+
+    /// Runs every event up to and including time `until`, then accounts running threads up to
+    /// `until`. Call repeatedly with increasing times (e.g. to drive a progress bar).
+    pub fn run_until(&mut self, until: u64, obs: &mut dyn Observer) {
+        self.tracing = obs.wants_events();
+        while let Some(&Reverse((time, kind, _, id, gen))) = self.events.peek() {
+            if time > until {
+                break;
+            }
+            self.events.pop();
+            // Cancelled timers stay in the heap and are skipped here (lazy deletion).
+            let live = match kind {
+                Kind::CpuLocal => self.cpus[id as usize].gen == gen,
+                Kind::Replenish | Kind::Inactive => self.threads[id as usize].timer_gen == gen,
+                Kind::Wakeup => true,
+            };
+            if !live {
+                continue;
+            }
+            self.now = time;
+            self.events_processed += 1;
+            match kind {
+                Kind::CpuLocal => {
+                    self.cpus[id as usize].armed = None;
+                    self.cpu_local(id as usize);
+                }
+                Kind::Replenish => self.replenish_timer(id),
+                Kind::Inactive => self.inactive_timer(id),
+                Kind::Wakeup => self.wakeup_event(id),
+            }
+            for e in self.pending_trace.drain(..) {
+                obs.event(&e);
+            }
+            for r in self.pending_jobs.drain(..) {
+                obs.job(&r);
+            }
+        }
+        self.now = self.now.max(until);
+        for c in 0..self.cpus.len() {
+            self.update_curr(c);
+        }
+    }
+
+    // ---- priorities -------------------------------------------------------------------------
+
+    fn key(&self, t: ThreadId) -> Key {
+        let th = &self.threads[t as usize];
+        match th.class {
+            ClassId::Deadline => Key::Deadline(th.dl.map_or(0, |e| e.deadline)),
+            ClassId::Rt => Key::Rt(99 - th.rt_prio.min(99)),
+            ClassId::Fair => Key::Fair(th.vruntime),
+        }
+    }
+
+    fn curr_key(&self, cpu: usize) -> Key {
+        self.cpus[cpu].curr.map_or(Key::Idle, |t| self.key(t))
+    }
+
+    /// Whether `a` should preempt a CPU running something with key `b` (fair never preempts fair
+    /// on wake-up: it waits for the slice end).
+    fn beats(a: Key, b: Key) -> bool {
+        !matches!((a, b), (Key::Fair(_), Key::Fair(_))) && a < b
+    }
+
+    fn best_queued(&self, cpu: usize) -> Option<(Key, ThreadId)> {
+        let c = &self.cpus[cpu];
+        if let Some((d, t)) = c.dl.first() {
+            return Some((Key::Deadline(d), t));
+        }
+        if let Some((p, t)) = c.rt.first() {
+            return Some((Key::Rt(99 - p), t));
+        }
+        c.fair.first().map(|(v, t)| (Key::Fair(v), t))
+    }
+
+    // ---- run queues ---------------------------------------------------------------------------
+
+    fn enqueue(&mut self, t: ThreadId, cpu: usize, head: bool) {
+        let th = &mut self.threads[t as usize];
+        th.cpu = cpu as u32;
+        th.state = State::Queued;
+        match th.class {
+            ClassId::Deadline => {
+                let d = th.dl.map_or(0, |e| e.deadline);
+                self.cpus[cpu].dl.enqueue(t, d);
+            }
+            ClassId::Rt => {
+                th.rt_order = self.cpus[cpu].rt.enqueue(t, th.rt_prio, head);
+            }
+            ClassId::Fair => {
+                th.vruntime = self.cpus[cpu].fair.place(th.vruntime);
+                self.cpus[cpu].fair.enqueue(t, th.vruntime);
+            }
+        }
+    }
+
+    fn dequeue(&mut self, t: ThreadId) {
+        let th = &self.threads[t as usize];
+        let cpu = th.cpu as usize;
+        match th.class {
+            ClassId::Deadline => {
+                self.cpus[cpu].dl.dequeue(t, th.dl.map_or(0, |e| e.deadline));
+            }
+            ClassId::Rt => {
+                self.cpus[cpu].rt.dequeue(t, th.rt_prio, th.rt_order);
+            }
+            ClassId::Fair => {
+                self.cpus[cpu].fair.dequeue(t, th.vruntime);
+            }
+        }
+    }
+
+    /// Moves a queued thread's run-queue membership (and its GRUB bandwidth) to `to`.
+    fn migrate_queued(&mut self, t: ThreadId, to: usize) {
+        let from = self.threads[t as usize].cpu as usize;
+        self.dequeue(t);
+        self.move_bw(t, from, to);
+        self.enqueue(t, to, false);
+        self.trace(TraceEvent::Migrate {
+            t: self.now,
+            thread: t,
+            from: from as u32,
+            to: to as u32,
+        });
+    }
+
+    fn move_bw(&mut self, t: ThreadId, from: usize, to: usize) {
+        if from == to {
+            return;
+        }
+        if let Some(e) = self.threads[t as usize].dl {
+            self.update_curr(from);
+            self.update_curr(to);
+            self.cpus[from].dl.this_bw -= e.dl_bw;
+            self.cpus[to].dl.this_bw += e.dl_bw;
+            if e.active {
+                self.cpus[from].dl.running_bw -= e.dl_bw;
+                self.cpus[to].dl.running_bw += e.dl_bw;
+            }
+            self.reprogram(from);
+            self.reprogram(to);
+        }
+        self.threads[t as usize].cpu = to as u32;
+    }
+}
+
+fn root_domains(m: usize, threads: &[Thread]) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..m).collect();
+    fn find(p: &mut [usize], x: usize) -> usize {
+        let mut r = x;
+        while p[r] != r {
+            r = p[r];
+        }
+        let mut y = x;
+        while p[y] != r {
+            let n = p[y];
+            p[y] = r;
+            y = n;
+        }
+        r
+    }
+    for t in threads {
+        let mut first = None;
+        for (c, &a) in t.affinity.iter().enumerate() {
+            if a {
+                match first {
+                    None => first = Some(c),
+                    Some(f) => {
+                        let (ra, rb) = (find(&mut parent, f), find(&mut parent, c));
+                        parent[ra.max(rb)] = ra.min(rb);
+                    }
+                }
+            }
+        }
+    }
+    (0..m).map(|c| find(&mut parent, c)).collect()
+}
+
+/// What a thread's program does next.
+enum Step {
+    /// Execute `remaining` (set on the thread).
+    Run,
+    /// Block until the time; `Some(release)` if a new job is released at wake-up.
+    Block(u64, Option<u64>),
+    Yield,
+    Exit,
+}
+
+/// Upper bound on events a program may step through without doing anything (a loop of zero-work
+/// events); past it the thread exits instead of hanging the simulation.
+const MAX_IDLE_STEPS: u32 = 1_000_000;
+
+impl Sim {
+    fn trace(&mut self, e: TraceEvent) {
+        if self.tracing {
+            self.pending_trace.push(e);
+        }
+    }
+
+    fn allowed(&self, t: ThreadId, cpu: usize) -> bool {
+        self.threads[t as usize].affinity[cpu]
+    }
+
+    // ---- accounting ---------------------------------------------------------------------------
+
+    /// `update_curr()`: charges the running thread for the time since it was last accounted.
+    fn update_curr(&mut self, cpu: usize) {
+        let now = self.now;
+        let c = &mut self.cpus[cpu];
+        let Some(t) = c.curr else {
+            c.exec_start = now;
+            return;
+        };
+        let delta = now - c.exec_start;
+        if delta == 0 {
+            return;
+        }
+        c.exec_start = now;
+        let th = &mut self.threads[t as usize];
+        th.stats.exec += delta;
+        if let Some(j) = &mut th.job {
+            j.exec += delta;
+        }
+        th.slice_used += delta;
+        let ov = th.overhead.min(delta);
+        th.overhead -= ov;
+        let d = delta - ov;
+        let progress = if th.wall {
+            d
+        } else {
+            ((d as u128 * c.capacity as u128) / CAPACITY_SCALE as u128) as u64
+        };
+        th.remaining = th.remaining.saturating_sub(progress);
+        match th.class {
+            ClassId::Deadline => {
+                if let Some(e) = th.dl.as_mut() {
+                    let charge = if e.reclaim {
+                        c.dl.grub_charge(delta, e.dl_bw)
+                    } else {
+                        delta
+                    };
+                    e.runtime = e.runtime.saturating_sub(charge.min(i64::MAX as u64) as i64);
+                }
+            }
+            ClassId::Fair => {
+                th.vruntime += ((delta as u128 * 1024) / th.weight as u128) as u64;
+                // min_vruntime only moves forward: the smaller of the running and the first queued.
+                let lowest = c.fair.first().map_or(th.vruntime, |(v, _)| v.min(th.vruntime));
+                c.fair.min_vruntime = c.fair.min_vruntime.max(lowest);
+            }
+            ClassId::Rt => {}
+        }
+    }
+
+    /// Programs the CPU's next local expiry: work done, runtime exhausted, or slice end.
+    fn reprogram(&mut self, cpu: usize) {
+        self.update_curr(cpu);
+        let c = &mut self.cpus[cpu];
+        let Some(t) = c.curr else {
+            c.gen += 1;
+            c.armed = None;
+            return;
+        };
+        let th = &self.threads[t as usize];
+        let work = if th.wall {
+            th.remaining
+        } else {
+            ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.capacity as u128))
+                .min(u64::MAX as u128) as u64
+        };
+        let mut dt = th.overhead.saturating_add(work);
+        if let Some(e) = th.dl {
+            let rate = if e.reclaim {
+                c.dl.grub_rate(e.dl_bw)
+            } else {
+                1 << pacer_model::reservation::BW_SHIFT
+            };
+            dt = dt.min(time_to_exhaust(e.runtime, rate));
+        }
+        match th.class {
+            ClassId::Rt if th.rr && c.rt.has_prio(th.rt_prio) => {
+                dt = dt.min(self.cfg.rr_timeslice.saturating_sub(th.slice_used));
+            }
+            ClassId::Fair if c.fair.len() > 0 => dt = dt.min(FAIR_SLICE_NS.saturating_sub(th.slice_used)),
+            _ => {}
+        }
+        let at = self.now.saturating_add(dt);
+        let c = &mut self.cpus[cpu];
+        if c.armed == Some(at) {
+            return;
+        }
+        c.gen += 1;
+        c.armed = Some(at);
+        let gen = c.gen;
+        self.push_event(at, Kind::CpuLocal, cpu as u32, gen);
+    }
+
+    // ---- switching ----------------------------------------------------------------------------
+
+    /// Takes the running thread off `cpu`; a preempted thread goes back on the queue (rt: at the
+    /// head of its priority list, as the kernel keeps a preempted FIFO task first).
+    fn deschedule(&mut self, cpu: usize, preempted: bool) -> Option<ThreadId> {
+        self.update_curr(cpu);
+        let t = self.cpus[cpu].curr.take()?;
+        let th = &mut self.threads[t as usize];
+        if preempted {
+            th.stats.involuntary_switches += 1;
+            if let Some(j) = &mut th.job {
+                j.preemptions += 1;
+            }
+            let head = th.class == ClassId::Rt;
+            self.enqueue(t, cpu, head);
+        }
+        Some(t)
+    }
+
+    fn switch_in(&mut self, cpu: usize, t: ThreadId) {
+        self.dequeue(t);
+        let now = self.now;
+        let (cs, mig) = (self.cfg.context_switch_cost, self.cfg.migration_cost);
+        let th = &mut self.threads[t as usize];
+        th.state = State::Running;
+        th.cpu = cpu as u32;
+        th.stats.switches += 1;
+        th.overhead += cs;
+        if th.class == ClassId::Fair {
+            th.slice_used = 0;
+        }
+        if let Some(j) = &mut th.job {
+            if j.start.is_none() {
+                j.start = Some(now);
+            }
+            if j.last_cpu.is_some_and(|c| c as usize != cpu) {
+                j.migrations += 1;
+                th.stats.migrations += 1;
+                th.overhead += mig;
+            }
+            j.last_cpu = Some(cpu as u32);
+        }
+        let c = &mut self.cpus[cpu];
+        c.curr = Some(t);
+        c.exec_start = now;
+    }
+
+    /// `schedule()` on one CPU: pull if it lost its thread, run the most urgent thread, push a
+    /// preempted one elsewhere, and reprogram the CPU's expiry.
+    fn resched(&mut self, cpu: usize) {
+        self.update_curr(cpu);
+        if self.cpus[cpu].curr.is_none() {
+            self.pull(cpu);
+        }
+        let curr = self.cpus[cpu].curr;
+        let ck = self.curr_key(cpu);
+        if let Some((k, t)) = self.best_queued(cpu) {
+            if curr.is_none() || Self::beats(k, ck) {
+                let preempted = curr.and_then(|_| self.deschedule(cpu, true));
+                self.switch_in(cpu, t);
+                if let Some(p) = preempted {
+                    self.push(p);
+                }
+            }
+        }
+        self.note_switch(cpu);
+        self.reprogram(cpu);
+    }
+
+    fn note_switch(&mut self, cpu: usize) {
+        if !self.tracing {
+            return;
+        }
+        // Trace only real changes of the running thread on this CPU.
+        let next = self.cpus[cpu].curr;
+        let last = self.traced[cpu];
+        if last != next {
+            self.traced[cpu] = next;
+            self.trace(TraceEvent::Switch {
+                t: self.now,
+                cpu: cpu as u32,
+                prev: last,
+                next,
+            });
+        }
+    }
+
+    /// Moves a thread that was just preempted to a CPU where it can run now, if there is one
+    /// (`push_dl_task()` / `push_rt_task()`).
+    fn push(&mut self, t: ThreadId) {
+        if self.threads[t as usize].state != State::Queued {
+            return;
+        }
+        let from = self.threads[t as usize].cpu as usize;
+        let k = self.key(t);
+        let mut best: Option<(Key, usize)> = None;
+        for c in 0..self.cpus.len() {
+            if c == from || !self.allowed(t, c) {
+                continue;
+            }
+            let ck = self.curr_key(c);
+            if Self::beats(k, ck) && best.is_none_or(|(bk, _)| ck > bk) {
+                best = Some((ck, c));
+            }
+        }
+        if let Some((_, target)) = best {
+            self.migrate_queued(t, target);
+            self.resched(target);
+        }
+    }
+
+    /// Pulls the most urgent thread queued elsewhere that may run on `cpu` and beats what `cpu`
+    /// has queued (`pull_dl_task()` / `pull_rt_task()`, idle balance for fair).
+    fn pull(&mut self, cpu: usize) {
+        let local = self.best_queued(cpu).map_or(Key::Idle, |x| x.0);
+        let mut cand: Option<(Key, ThreadId)> = None;
+        for other in 0..self.cpus.len() {
+            if other == cpu || self.domain[other] != self.domain[cpu] {
+                continue;
+            }
+            if let Some((k, t)) = self.first_allowed(other, cpu) {
+                if Self::beats(k, local) && cand.is_none_or(|(ck, _)| k < ck) {
+                    cand = Some((k, t));
+                }
+            }
+        }
+        if let Some((_, t)) = cand {
+            self.migrate_queued(t, cpu);
+        }
+    }
+
+    /// The most urgent thread queued on `other` that may run on `cpu`.
+    fn first_allowed(&self, other: usize, cpu: usize) -> Option<(Key, ThreadId)> {
+        let c = &self.cpus[other];
+        if let Some(&(d, t)) = c.dl.iter().find(|&&(_, t)| self.allowed(t, cpu)) {
+            return Some((Key::Deadline(d), t));
+        }
+        if let Some((p, t)) = c.rt.iter().find(|&(_, t)| self.allowed(t, cpu)) {
+            return Some((Key::Rt(99 - p), t));
+        }
+        c.fair
+            .iter()
+            .find(|&&(_, t)| self.allowed(t, cpu))
+            .map(|&(v, t)| (Key::Fair(v), t))
+    }
+
+    /// `select_task_rq()`: where a waking thread should go.
+    fn select_cpu(&self, t: ThreadId) -> usize {
+        let th = &self.threads[t as usize];
+        let prev = th.cpu as usize;
+        let order = std::iter::once(prev).chain((0..self.cpus.len()).filter(move |&c| c != prev));
+        let first_allowed = || order.clone().find(|&c| self.allowed(t, c)).unwrap_or(prev);
+        if th.class == ClassId::Fair {
+            return order
+                .clone()
+                .find(|&c| self.allowed(t, c) && self.cpus[c].curr.is_none())
+                .unwrap_or_else(first_allowed);
+        }
+        let k = self.key(t);
+        let mut best: Option<(Key, usize)> = None;
+        for c in order.clone() {
+            if !self.allowed(t, c) {
+                continue;
+            }
+            let ck = self.curr_key(c);
+            if Self::beats(k, ck) && best.is_none_or(|(bk, _)| ck > bk) {
+                best = Some((ck, c));
+            }
+        }
+        best.map_or_else(first_allowed, |(_, c)| c)
+    }
+
+    // ---- thread life cycle --------------------------------------------------------------------
+
+    fn start_job(&mut self, t: ThreadId, release: u64) {
+        let th = &mut self.threads[t as usize];
+        let seq = th.stats.released;
+        th.stats.released += 1;
+        th.job = Some(Job {
+            seq,
+            release,
+            deadline: release.saturating_add(th.rel_deadline),
+            start: None,
+            exec: 0,
+            preemptions: 0,
+            migrations: 0,
+            last_cpu: None,
+        });
+        self.trace(TraceEvent::Release {
+            t: release,
+            thread: t,
+            job: seq,
+        });
+    }
+
+    fn finish_job(&mut self, t: ThreadId) {
+        let now = self.now;
+        let th = &mut self.threads[t as usize];
+        let Some(j) = th.job.take() else { return };
+        th.stats.finished += 1;
+        self.jobs_finished += 1;
+        let r = JobRecord {
+            thread: t,
+            job: j.seq,
+            release: j.release,
+            start: j.start.unwrap_or(now),
+            finish: now,
+            deadline: j.deadline,
+            period: th.period,
+            exec: j.exec,
+            preemptions: j.preemptions,
+            migrations: j.migrations,
+            cpu: j.last_cpu.unwrap_or(th.cpu),
+        };
+        self.pending_jobs.push(r);
+        self.trace(TraceEvent::Finish {
+            t: now,
+            thread: t,
+            job: j.seq,
+            missed: r.missed(),
+        });
+    }
+
+    /// Runs the thread's program from where it stopped until it has work, blocks, yields or ends.
+    fn step(&mut self, t: ThreadId) -> Step {
+        let now = self.now;
+        let mut idle_steps = 0u32;
+        loop {
+            idle_steps += 1;
+            if idle_steps > MAX_IDLE_STEPS {
+                self.finish_job(t);
+                return Step::Exit;
+            }
+            let spec = &self.workload.threads[t as usize];
+            let th = &mut self.threads[t as usize];
+            if th.pc.phase >= spec.phases.len() {
+                th.pc.outer += 1;
+                if spec.loops.is_some_and(|l| th.pc.outer >= l) {
+                    self.finish_job(t);
+                    return Step::Exit;
+                }
+                th.pc = Pc {
+                    outer: th.pc.outer,
+                    ..Pc::default()
+                };
+                continue;
+            }
+            let phase = &spec.phases[th.pc.phase];
+            if phase.loops == 0 {
+                th.pc.phase += 1;
+                continue;
+            }
+            if th.pc.ev >= phase.events.len() {
+                th.pc.ev = 0;
+                th.pc.iter += 1;
+                if th.pc.iter >= phase.loops {
+                    th.pc.iter = 0;
+                    th.pc.phase += 1;
+                }
+                if !th.has_timer {
+                    // Without timers, each pass through a phase's events is one job.
+                    self.finish_job(t);
+                    self.start_job(t, now);
+                }
+                continue;
+            }
+            let ev = &phase.events[th.pc.ev];
+            th.pc.ev += 1;
+            match ev {
+                Event::Run { work } => {
+                    let w = work.sample(&mut th.rng).ns();
+                    if w > 0 {
+                        th.remaining = w;
+                        th.wall = false;
+                        return Step::Run;
+                    }
+                }
+                Event::Runtime { duration } => {
+                    if !duration.is_zero() {
+                        th.remaining = duration.ns();
+                        th.wall = true;
+                        return Step::Run;
+                    }
+                }
+                Event::Sleep { duration } => return Step::Block(now + duration.ns(), None),
+                Event::Timer { timer, period, mode } => {
+                    let t_first = th.t_first;
+                    let slot = &mut self.timers[timer.0];
+                    // rt-app's timer: the first expiry is the thread's start plus one period, then
+                    // one period after the previous expiry. When the thread is late, an absolute
+                    // timer keeps its grid (the next job was released in the past) and a relative
+                    // one restarts the grid at now.
+                    let mut next = slot.next.unwrap_or(t_first) + period.ns();
+                    if next <= now && *mode == pacer_workload::TimerMode::Relative {
+                        next = now;
+                    }
+                    slot.next = Some(next);
+                    self.finish_job(t);
+                    if next > now {
+                        return Step::Block(next, Some(next));
+                    }
+                    // Late: the next job was released in the past and starts at once.
+                    self.start_job(t, next);
+                }
+                Event::Yield => return Step::Yield,
+            }
+        }
+    }
+
+    fn wakeup_event(&mut self, t: ThreadId) {
+        let th = &mut self.threads[t as usize];
+        match th.state {
+            State::NotStarted => {
+                th.t_first = self.now;
+                self.start_job(t, self.now);
+            }
+            State::Sleeping => {
+                if let Some(r) = th.pending_release.take() {
+                    self.start_job(t, r);
+                }
+            }
+            _ => return,
+        }
+        let step = self.step(t);
+        self.apply_step_sleeping(t, step);
+    }
+
+    /// Acts on a step taken by a thread that is not on a CPU.
+    fn apply_step_sleeping(&mut self, t: ThreadId, step: Step) {
+        match step {
+            Step::Run | Step::Yield => self.wake(t),
+            Step::Block(until, release) => self.sleep(t, until, release),
+            Step::Exit => self.exit(t),
+        }
+    }
+
+    /// Makes a thread runnable: CBS wake-up rule, CPU selection, enqueue, preemption check.
+    fn wake(&mut self, t: ThreadId) {
+        let now = self.now;
+        let cpu = self.threads[t as usize].cpu as usize;
+        if let Some(e) = self.threads[t as usize].dl {
+            self.threads[t as usize].timer_gen += 1; // cancels a pending inactive timer
+            if !e.active {
+                self.update_curr(cpu);
+                self.cpus[cpu].dl.running_bw += e.dl_bw;
+                if let Some(e) = self.threads[t as usize].dl.as_mut() {
+                    e.active = true;
+                }
+                self.reprogram(cpu);
+            }
+            if self.threads[t as usize].throttled {
+                // Waits for the replenishment timer, which will enqueue it.
+                self.threads[t as usize].state = State::Throttled;
+                self.arm_replenish(t);
+                return;
+            }
+            if let Some(e) = self.threads[t as usize].dl.as_mut() {
+                e.on_wakeup(now);
+            }
+        }
+        let target = self.select_cpu(t);
+        self.move_bw(t, cpu, target);
+        self.enqueue(t, target, false);
+        self.resched(target);
+    }
+
+    fn sleep(&mut self, t: ThreadId, until: u64, release: Option<u64>) {
+        let now = self.now;
+        let th = &mut self.threads[t as usize];
+        th.state = State::Sleeping;
+        th.pending_release = release;
+        self.push_event(until, Kind::Wakeup, t, 0);
+        let th = &mut self.threads[t as usize];
+        if let Some(e) = th.dl {
+            if e.runtime <= 0 {
+                // Blocked with its runtime used up: throttled until the next period.
+                th.throttled = true;
+                self.arm_replenish(t);
+            } else if e.active {
+                let cpu = th.cpu as usize;
+                let zl = e.zero_lag();
+                if zl <= now {
+                    self.release_bw(t, cpu);
+                } else {
+                    th.timer_gen += 1;
+                    let gen = th.timer_gen;
+                    self.push_event(zl, Kind::Inactive, t, gen);
+                }
+            }
+        }
+    }
+
+    fn release_bw(&mut self, t: ThreadId, cpu: usize) {
+        if let Some(e) = self.threads[t as usize].dl {
+            if e.active {
+                self.update_curr(cpu);
+                self.cpus[cpu].dl.running_bw -= e.dl_bw;
+                if let Some(e) = self.threads[t as usize].dl.as_mut() {
+                    e.active = false;
+                }
+                self.reprogram(cpu);
+            }
+        }
+    }
+
+    fn inactive_timer(&mut self, t: ThreadId) {
+        let th = &self.threads[t as usize];
+        if matches!(th.state, State::Sleeping | State::Exited) {
+            let cpu = th.cpu as usize;
+            self.release_bw(t, cpu);
+        }
+    }
+
+    fn exit(&mut self, t: ThreadId) {
+        let cpu = self.threads[t as usize].cpu as usize;
+        self.release_bw(t, cpu);
+        if let Some(e) = self.threads[t as usize].dl {
+            self.cpus[cpu].dl.this_bw -= e.dl_bw;
+        }
+        self.threads[t as usize].timer_gen += 1;
+        self.threads[t as usize].state = State::Exited;
+    }
+
+    fn arm_replenish(&mut self, t: ThreadId) {
+        let Some(e) = self.threads[t as usize].dl else {
+            return;
+        };
+        let at = e.next_period_start().max(self.now);
+        self.threads[t as usize].timer_gen += 1;
+        let gen = self.threads[t as usize].timer_gen;
+        self.trace(TraceEvent::Throttle {
+            t: self.now,
+            thread: t,
+            until: at,
+        });
+        self.push_event(at, Kind::Replenish, t, gen);
+    }
+
+    /// The running thread on `cpu` used up its runtime: throttle it (`dl_runtime_exceeded()`).
+    fn throttle(&mut self, cpu: usize, t: ThreadId) {
+        self.deschedule(cpu, false);
+        let th = &mut self.threads[t as usize];
+        th.stats.involuntary_switches += 1;
+        if let Some(j) = &mut th.job {
+            j.preemptions += 1;
+        }
+        if th.remaining > 0 || th.overhead > 0 {
+            th.stats.overruns += 1;
+        }
+        th.state = State::Throttled;
+        th.throttled = true;
+        self.arm_replenish(t);
+    }
+
+    fn replenish_timer(&mut self, t: ThreadId) {
+        let now = self.now;
+        let th = &mut self.threads[t as usize];
+        if !th.throttled {
+            return;
+        }
+        th.throttled = false;
+        if let Some(e) = th.dl.as_mut() {
+            e.replenish(now);
+        }
+        self.trace(TraceEvent::Replenish { t: now, thread: t });
+        if self.threads[t as usize].state == State::Throttled {
+            let cpu = self.threads[t as usize].cpu as usize;
+            let target = self.select_cpu(t);
+            self.move_bw(t, cpu, target);
+            self.enqueue(t, target, false);
+            self.resched(target);
+        }
+    }
+
+    /// A CPU-local expiry: the running thread finished its work, its runtime or its slice.
+    fn cpu_local(&mut self, cpu: usize) {
+        self.update_curr(cpu);
+        let Some(t) = self.cpus[cpu].curr else {
+            self.resched(cpu);
+            return;
+        };
+        let (done, is_dl) = {
+            let th = &self.threads[t as usize];
+            (th.overhead == 0 && th.remaining == 0, th.dl.is_some())
+        };
+        if done {
+            match self.step(t) {
+                Step::Run => {}
+                Step::Block(until, release) => {
+                    self.deschedule(cpu, false);
+                    self.sleep(t, until, release);
+                    self.resched(cpu);
+                    return;
+                }
+                Step::Exit => {
+                    self.deschedule(cpu, false);
+                    self.exit(t);
+                    self.resched(cpu);
+                    return;
+                }
+                Step::Yield => {
+                    self.yield_running(cpu, t);
+                    return;
+                }
+            }
+        }
+        if is_dl && self.threads[t as usize].dl.is_some_and(|e| e.runtime <= 0) {
+            self.throttle(cpu, t);
+            self.resched(cpu);
+            return;
+        }
+        let th = &self.threads[t as usize];
+        let slice_over = match th.class {
+            ClassId::Rt => th.rr && th.slice_used >= self.cfg.rr_timeslice,
+            ClassId::Fair => th.slice_used >= FAIR_SLICE_NS && self.cpus[cpu].fair.len() > 0,
+            ClassId::Deadline => false,
+        };
+        if slice_over {
+            // Round-robin / fair rotation: back to the tail of the queue.
+            self.threads[t as usize].slice_used = 0;
+            self.deschedule(cpu, false);
+            let th = &mut self.threads[t as usize];
+            th.stats.involuntary_switches += 1;
+            if let Some(j) = &mut th.job {
+                j.preemptions += 1;
+            }
+            self.enqueue(t, cpu, false);
+        }
+        self.resched(cpu);
+    }
+
+    fn yield_running(&mut self, cpu: usize, t: ThreadId) {
+        if self.threads[t as usize].dl.is_some() {
+            // sched_yield() on SCHED_DEADLINE gives up the rest of the runtime.
+            if let Some(e) = self.threads[t as usize].dl.as_mut() {
+                e.runtime = 0;
+            }
+            self.throttle(cpu, t);
+        } else {
+            self.deschedule(cpu, false);
+            self.threads[t as usize].slice_used = 0;
+            self.enqueue(t, cpu, false);
+        }
+        self.resched(cpu);
+    }
+}

@@ -1,0 +1,13 @@
+//! Discrete-event simulator of the Linux scheduler (see ../../shared/DESIGN.md, "Scheduling-class
+//! model"): per-CPU run queues, scheduling classes in the kernel's priority order
+//! (deadline > rt > fair > idle) with the kernel's verbs, CBS/SCHED_DEADLINE with GRUB
+//! reclaiming, fixed priority with FIFO/RR, and global/clustered/partitioned scheduling as
+//! affinity configurations of the same classes.
+
+pub(crate) mod class;
+pub mod engine;
+pub mod output;
+pub mod record;
+
+pub use engine::{Sim, SimConfig, SimError};
+pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

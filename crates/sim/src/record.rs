@@ -1,0 +1,132 @@
+//! What the simulator reports while it runs: one record per finished job and, for traces, the
+//! scheduling events. Observers receive them as they happen, so nothing is kept in memory that
+//! grows with the simulated horizon.
+
+use serde::Serialize;
+
+/// Index of a simulated thread (its position in the workload).
+pub type ThreadId = u32;
+
+/// One finished job. Times are absolute simulated nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct JobRecord {
+    pub thread: ThreadId,
+    /// 0-based job number within the thread.
+    pub job: u64,
+    pub release: u64,
+    /// First time the job ran (`None` cannot happen for a finished job; kept for symmetry).
+    pub start: u64,
+    pub finish: u64,
+    /// Absolute deadline.
+    pub deadline: u64,
+    /// The thread's period (for normalised laxity), or its relative deadline if aperiodic.
+    pub period: u64,
+    /// CPU time the job consumed.
+    pub exec: u64,
+    /// Times the job was preempted (involuntarily descheduled while runnable, incl. throttling).
+    pub preemptions: u32,
+    /// Times the job resumed on a different CPU than it last ran on.
+    pub migrations: u32,
+    /// CPU the job finished on.
+    pub cpu: u32,
+}
+
+impl JobRecord {
+    pub fn response_time(&self) -> u64 {
+        self.finish - self.release
+    }
+    pub fn relative_deadline(&self) -> u64 {
+        self.deadline - self.release
+    }
+    pub fn missed(&self) -> bool {
+        self.finish > self.deadline
+    }
+    /// (relative deadline − response time) / period (rm-vs-edf-multicore-linux.txt, Table 2).
+    pub fn normalised_laxity(&self) -> f64 {
+        (self.relative_deadline() as f64 - self.response_time() as f64) / self.period as f64
+    }
+}
+
+/// A scheduling event, for traces.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TraceEvent {
+    /// `cpu` switched from `prev` to `next` (`None` = idle).
+    Switch {
+        t: u64,
+        cpu: u32,
+        prev: Option<ThreadId>,
+        next: Option<ThreadId>,
+    },
+    /// A job was released (its thread woke up for it).
+    Release { t: u64, thread: ThreadId, job: u64 },
+    /// A job finished.
+    Finish {
+        t: u64,
+        thread: ThreadId,
+        job: u64,
+        missed: bool,
+    },
+    /// A SCHED_DEADLINE thread exhausted its runtime and was throttled until `until`.
+    Throttle { t: u64, thread: ThreadId, until: u64 },
+    /// A throttled thread was replenished.
+    Replenish { t: u64, thread: ThreadId },
+    /// A thread moved from one CPU's run queue to another's.
+    Migrate {
+        t: u64,
+        thread: ThreadId,
+        from: u32,
+        to: u32,
+    },
+}
+
+/// Receives results as the simulation produces them.
+pub trait Observer {
+    /// Called once per finished job, in finishing order.
+    fn job(&mut self, record: &JobRecord);
+    /// Called for every scheduling event when [`Observer::wants_events`] is true.
+    fn event(&mut self, _event: &TraceEvent) {}
+    /// Whether to build and deliver [`TraceEvent`]s (costly; only traces need them).
+    fn wants_events(&self) -> bool {
+        false
+    }
+}
+
+/// Per-thread counters the engine keeps itself (like the kernel's schedstat), for summaries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ThreadStats {
+    /// Times the thread was switched in.
+    pub switches: u64,
+    /// Times it was switched out while still runnable (preemption or throttling).
+    pub involuntary_switches: u64,
+    /// Times it moved to another CPU.
+    pub migrations: u64,
+    /// Total CPU time consumed.
+    pub exec: u64,
+    /// Runtime overruns (SCHED_DEADLINE budget exhausted before the job finished).
+    pub overruns: u64,
+    /// Jobs released / finished.
+    pub released: u64,
+    pub finished: u64,
+}
+
+/// Sends everything to several observers.
+pub struct Fanout<'a>(pub Vec<&'a mut dyn Observer>);
+
+impl Observer for Fanout<'_> {
+    fn job(&mut self, r: &JobRecord) {
+        for o in &mut self.0 {
+            o.job(r);
+        }
+    }
+    fn event(&mut self, e: &TraceEvent) {
+        for o in &mut self.0 {
+            if o.wants_events() {
+                o.event(e);
+            }
+        }
+    }
+    fn wants_events(&self) -> bool {
+        self.0.iter().any(|o| o.wants_events())
+    }
+}

@@ -1,0 +1,14 @@
+//! Runnable workloads: the model shared by the simulator and the real-kernel executor, the rt-app
+//! JSON parser, and conversion of pacer task sets.
+
+pub mod model;
+pub mod rtapp;
+pub mod taskset;
+pub mod work;
+
+pub use model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+pub use rtapp::{parse_rtapp, read_rtapp, RtAppError};
+pub use taskset::{
+    deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,
+};
+pub use work::WorkError;

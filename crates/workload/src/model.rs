@@ -1,0 +1,165 @@
+//! The workload model both executors run: the simulator (`pacer sim`) and, in a later issue, the
+//! real-kernel executor (`pacer run`). It is rt-app's model (threads running phases of events in
+//! key order) made explicit, so an rt-app file and a pacer task set become the same thing.
+//!
+//! Units: integer nanoseconds ([`Duration`]). rt-app files are in microseconds; the parser converts.
+
+use pacer_model::{Duration, Reservation};
+use serde::Serialize;
+
+/// A set of threads to run, plus global settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    pub threads: Vec<ThreadSpec>,
+    /// Total run time requested by the file (rt-app `global.duration`), if any.
+    pub duration: Option<Duration>,
+    /// Keys pacer read but does not act on, with their JSON path (printed as warnings).
+    pub ignored: Vec<String>,
+}
+
+/// Scheduling policy of a thread, as set with `sched_setattr`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "policy", rename_all = "snake_case")]
+pub enum Policy {
+    /// SCHED_OTHER (CFS) with a nice value.
+    Other { nice: i32 },
+    /// SCHED_IDLE: runs only when nothing else in the fair class wants the CPU (no priority).
+    /// rt-app accepts it by name (`string_to_policy()` in rt-app_utils.c).
+    Idle,
+    /// SCHED_FIFO, priority 1..=99 (higher runs first).
+    Fifo { priority: u8 },
+    /// SCHED_RR, priority 1..=99, round-robin among equal priorities.
+    Rr { priority: u8 },
+    /// SCHED_DEADLINE with a CBS reservation.
+    Deadline(Reservation),
+}
+
+/// One thread (rt-app: one instance of a task).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadSpec {
+    pub name: String,
+    pub policy: Policy,
+    /// CPUs the thread may run on; `None` = all.
+    pub affinity: Option<Vec<usize>>,
+    /// Delay before the thread starts (rt-app `delay`).
+    pub start_delay: Duration,
+    /// Phases run in order; the whole sequence repeats `loops` times (`None` = until the end of
+    /// the run, rt-app `loop: -1`).
+    pub phases: Vec<Phase>,
+    pub loops: Option<u64>,
+    /// Relative deadline used to judge jobs that are not SCHED_DEADLINE (defaults to the period
+    /// of the thread's timer; for task sets, D).
+    pub job_deadline: Option<Duration>,
+}
+
+/// A sequence of events repeated `loops` times.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Phase {
+    pub loops: u64,
+    pub events: Vec<Event>,
+    /// CPUs for this phase only (rt-app phase-level `cpus`); `None` = the thread's affinity.
+    /// rt-app re-applies the affinity at every phase start, so a phase without `cpus` goes back
+    /// to the thread's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Vec<usize>>,
+    /// Scheduling change applied at the start of each iteration of this phase (rt-app
+    /// phase-level `policy`/`priority`/`dl-*`). Unlike `affinity` it is sticky: the thread keeps
+    /// it in later phases until another phase changes it. `None` = leave the policy alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Policy>,
+}
+
+impl Phase {
+    /// A phase with no affinity or policy change of its own.
+    pub fn new(loops: u64, events: Vec<Event>) -> Self {
+        Phase {
+            loops,
+            events,
+            affinity: None,
+            policy: None,
+        }
+    }
+}
+
+/// How much work a `run` event does, in nanoseconds of execution on a CPU of capacity 1024 at
+/// its maximum frequency (work stretches on slower CPUs / lower OPPs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum Work {
+    Fixed {
+        ns: Duration,
+    },
+    /// Uniform in [min, max].
+    Uniform {
+        min: Duration,
+        max: Duration,
+    },
+    /// Normal(mean, sd) truncated to [min, max].
+    Normal {
+        mean: Duration,
+        sd: Duration,
+        min: Duration,
+        max: Duration,
+    },
+    /// Drawn uniformly from recorded samples.
+    Empirical {
+        samples: Vec<Duration>,
+    },
+}
+
+/// Which timer a `timer` event waits on; threads naming the same reference share one timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct TimerId(pub usize);
+
+/// How a timer recovers from an overrun. In both modes a timer event first advances the timer's
+/// expiry by the event's period (the first use starts from the thread's start time, after its
+/// `delay`) and sleeps until that expiry if it is still in the future (rt-app.c `run_event()`).
+/// The modes differ only in what happens when that expiry has already passed (no sleep in
+/// either case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerMode {
+    /// The expiry stays on its grid, so the following timer events return at once until the
+    /// thread has caught up (rt-app `"mode": "absolute"`).
+    Absolute,
+    /// The expiry is reset to the current time, so the grid restarts from the late instant and
+    /// later jobs are not affected (rt-app's default, `"mode": "relative"`).
+    Relative,
+}
+
+/// One step of a phase, in execution order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Execute `work` (rt-app `run`: a calibrated amount of work).
+    Run { work: Work },
+    /// Stay runnable for this much wall-clock time, whatever the CPU speed (rt-app `runtime`).
+    Runtime { duration: Duration },
+    /// Sleep for this long (rt-app `sleep`).
+    Sleep { duration: Duration },
+    /// Wait for the next expiry of a periodic timer (rt-app `timer`). Ends the current job: the
+    /// next job is released at the expiry.
+    Timer {
+        timer: TimerId,
+        period: Duration,
+        mode: TimerMode,
+    },
+    /// sched_yield().
+    Yield,
+}
+
+impl Workload {
+    /// Index of the largest timer id used, plus one (the number of distinct timers).
+    pub fn timer_count(&self) -> usize {
+        self.threads
+            .iter()
+            .flat_map(|t| t.phases.iter())
+            .flat_map(|p| p.events.iter())
+            .filter_map(|e| match e {
+                Event::Timer { timer, .. } => Some(timer.0 + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}

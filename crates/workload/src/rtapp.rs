@@ -1,0 +1,1286 @@
+//! Reader for rt-app workload files (github.com/scheduler-tools/rt-app), producing a [`Workload`].
+//!
+//! The grammar is rt-app's doc/tutorial.txt ("json file skeleton", "global object", "thread
+//! object", "phase object", "events"), checked against the parser that defines it,
+//! src/rt-app_parse_config.c. The points that shape this module:
+//!
+//! * Files are read by json-c in its default, non-strict mode, and the documentation's own
+//!   examples (doc/examples/tutorial/*.json) use `/* */` comments and trailing commas. Both are
+//!   accepted here. The documentation also lets a key repeat in one object ("workgen" renames
+//!   repeats by appending an index), so objects keep every entry in file order.
+//! * Keys are executed in file order; an entry of a thread or phase object is an event when its
+//!   key starts with an event name (`obj_is_event()`: `run0`, `sleep_long`, `runtime2`, …), with
+//!   `runtime` tested before `run`. Property keys (`loop`, `cpus`, `priority`, `dl-runtime`, …)
+//!   never start with an event name.
+//! * Durations are integers in microseconds (rt-app reads them as 32-bit ints);
+//!   `global.duration` is in seconds.
+//! * A thread object without `phases` is one phase, and its `loop` is that phase's loop count
+//!   (the thread then runs it once); without `loop` it runs forever. With `phases`, the thread's
+//!   `loop` defaults to -1 (forever) and each phase's to 1.
+//! * Timers are shared by name across the whole file, except names starting with `unique`, which
+//!   are private to each thread instance (`create_unique_name()`); a timer is relative unless some
+//!   event using it says `"mode": "absolute"` (the mode belongs to the timer, not the event).
+//!
+//! Whatever pacer reads but does not model (logging and calibration settings, locks, conditions,
+//! barriers, fork, memory and I/O load, task groups, utilisation clamps) is skipped and listed in
+//! [`Workload::ignored`] with its JSON path, so nothing is dropped silently. What rt-app would
+//! reject, or would run in a way the file evidently did not intend, is an [`RtAppError`] naming
+//! the file, the field's JSON path and what was expected.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use pacer_model::{Duration, Reservation, ReservationError};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+
+/// An rt-app file problem. `file` is the path, or whatever name the caller gave the text.
+#[derive(Debug, thiserror::Error)]
+pub enum RtAppError {
+    /// The file could not be read.
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not JSON, even with json-c's comments and trailing commas allowed.
+    #[error("{file}: malformed JSON at line {line}, column {column}: {message}")]
+    Syntax {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A value rt-app would refuse or pacer cannot represent; `field` is its JSON path.
+    #[error("{file}: field `{field}`: {message}")]
+    Field {
+        file: String,
+        field: String,
+        message: String,
+    },
+}
+
+impl RtAppError {
+    /// The offending field's JSON path (e.g. `tasks.thread0.phases.p1.timer.period`), when the
+    /// error is about a field.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            RtAppError::Field { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
+/// Reads and converts an rt-app file.
+pub fn read_rtapp(path: &Path) -> Result<Workload, RtAppError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| RtAppError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    parse_rtapp(&text, &file)
+}
+
+/// Parses rt-app JSON text; `file` names the source in error messages.
+pub fn parse_rtapp(text: &str, file: &str) -> Result<Workload, RtAppError> {
+    let root = parse_json(text, file)?;
+    let mut p = Parser {
+        file,
+        ignored: Vec::new(),
+    };
+    p.root(&root)
+}
+
+// Upper bound on threads per file: rt-app has none, but a typo such as `"instance": 1000000000`
+// should be an error rather than an out-of-memory.
+const MAX_THREADS: u64 = 1 << 16;
+
+// rt-app reads integers with json_object_get_int(), which saturates at 32 bits.
+const RTAPP_INT_MAX: i128 = i32::MAX as i128;
+
+const POLICY_NAMES: &str = "SCHED_OTHER, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCHED_DEADLINE";
+
+// rt-app's event table (`events[]` in rt-app_parse_config.c), in its matching order: a key is an
+// event when it starts with one of these. `runtime` precedes `run` so `runtime2` is not a `run`.
+const EVENT_PREFIXES: [&str; 17] = [
+    "lock", "unlock", "wait", "signal", "broad", "sync", "sleep", "runtime", "run", "timer", "suspend",
+    "resume", "mem", "iorun", "yield", "barrier", "fork",
+];
+
+// Properties rt-app reads in thread and phase objects that pacer has no model for. Listed so the
+// warning says what they are rather than "unknown key".
+const UNMODELLED_PROPERTIES: [&str; 5] = [
+    "taskgroup",
+    "util_min",
+    "util_max",
+    "nodes_membind",
+    "membind_nodes",
+];
+
+// Thread-object keys that are not events. `runtime` is deliberately absent: in a thread object it
+// is both an event and, for SCHED_DEADLINE, the legacy spelling of `dl-runtime` (the tutorial
+// warns about the conflict), exactly as in rt-app.
+const TASK_PROPERTIES: [&str; 12] = [
+    "instance",
+    "delay",
+    "phases",
+    "loop",
+    "cpus",
+    "policy",
+    "priority",
+    "dl-runtime",
+    "dl-period",
+    "dl-deadline",
+    "period",
+    "deadline",
+];
+
+const PHASE_PROPERTIES: [&str; 7] = [
+    "loop",
+    "cpus",
+    "policy",
+    "priority",
+    "dl-runtime",
+    "dl-period",
+    "dl-deadline",
+];
+
+// ---------------------------------------------------------------------------------------------
+// JSON with rt-app's relaxations
+
+// A JSON value whose objects keep every entry in file order, repeats included.
+#[derive(Debug, Clone, PartialEq)]
+enum Json {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    // "a string (\"x\")" etc., for "expected …, found …" messages.
+    fn describe(&self) -> String {
+        match self {
+            Json::Null => "null".into(),
+            Json::Bool(b) => format!("a boolean ({b})"),
+            Json::Int(i) => format!("the integer {i}"),
+            Json::Float(f) => format!("the non-integer number {f}"),
+            Json::Str(s) => format!("the string \"{s}\""),
+            Json::Arr(_) => "an array".into(),
+            Json::Obj(_) => "an object".into(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Json;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Json, E> {
+                Ok(Json::Null)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
+                Ok(Json::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
+                Ok(Json::Int(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
+                Ok(Json::Int(v.into()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Json, E> {
+                Ok(Json::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Json, E> {
+                Ok(Json::Str(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Json, E> {
+                Ok(Json::Str(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
+                let mut items = Vec::new();
+                while let Some(v) = a.next_element()? {
+                    items.push(v);
+                }
+                Ok(Json::Arr(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Json, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = a.next_entry::<String, Json>()? {
+                    entries.push((k, v));
+                }
+                Ok(Json::Obj(entries))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn parse_json(text: &str, file: &str) -> Result<Json, RtAppError> {
+    let syntax = |e: serde_json::Error| RtAppError::Syntax {
+        file: file.to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e),
+    };
+    let cleaned = relax(text).map_err(|(line, column, message)| RtAppError::Syntax {
+        file: file.to_string(),
+        line,
+        column,
+        message,
+    })?;
+    let mut de = serde_json::Deserializer::from_str(&cleaned);
+    let value = Json::deserialize(&mut de).map_err(syntax)?;
+    de.end().map_err(syntax)?;
+    Ok(value)
+}
+
+// serde_json appends " at line L column C"; the position is reported in its own fields.
+fn strip_position(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// Blanks out what json-c tolerates and strict JSON does not: `/* */` and `//` comments outside
+/// strings, and a comma right before `}` or `]`. Everything is replaced byte for byte with spaces
+/// (newlines kept), so serde_json's line and column numbers still point into the original text.
+fn relax(text: &str) -> Result<String, (usize, usize, String)> {
+    let src = text.as_bytes();
+    let mut out = src.to_vec();
+    let mut i = 0;
+    let mut in_string = false;
+    while i < src.len() {
+        let c = src[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1, // skip the escaped byte (an ASCII character in valid JSON)
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match (c, src.get(i + 1)) {
+            (b'"', _) => in_string = true,
+            (b'/', Some(b'/')) => {
+                while i < src.len() && src[i] != b'\n' {
+                    out[i] = b' ';
+                    i += 1;
+                }
+                continue;
+            }
+            (b'/', Some(b'*')) => {
+                let start = i;
+                out[i] = b' ';
+                out[i + 1] = b' ';
+                i += 2;
+                loop {
+                    if i >= src.len() {
+                        let (line, column) = position(text, start);
+                        return Err((line, column, "unterminated /* comment".into()));
+                    }
+                    if src[i] == b'*' && src.get(i + 1) == Some(&b'/') {
+                        out[i] = b' ';
+                        out[i + 1] = b' ';
+                        i += 2;
+                        break;
+                    }
+                    if src[i] != b'\n' {
+                        out[i] = b' ';
+                    }
+                    i += 1;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    // Trailing commas, on the comment-free text. Each whitespace run is scanned by at most the
+    // one comma before it, so this stays linear.
+    let mut in_string = false;
+    let mut i = 0;
+    while i < out.len() {
+        let c = out[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if c == b',' {
+            let mut j = i + 1;
+            while j < out.len() && matches!(out[j], b' ' | b'\t' | b'\n' | b'\r') {
+                j += 1;
+            }
+            if j < out.len() && matches!(out[j], b'}' | b']') {
+                out[i] = b' ';
+            }
+        }
+        i += 1;
+    }
+    // Only whole comments (delimited by ASCII) and ASCII commas were replaced by ASCII spaces.
+    String::from_utf8(out).map_err(|_| (1, 1, "invalid UTF-8 after removing comments".into()))
+}
+
+fn position(text: &str, byte: usize) -> (usize, usize) {
+    let before = &text.as_bytes()[..byte];
+    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    (line, byte - line_start + 1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversion
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PolicyKind {
+    Other,
+    Idle,
+    Fifo,
+    Rr,
+    Deadline,
+}
+
+fn policy_kind(name: &str) -> Option<PolicyKind> {
+    // rt-app compares with strcmp(): exact, case-sensitive names.
+    match name {
+        "SCHED_OTHER" => Some(PolicyKind::Other),
+        "SCHED_IDLE" => Some(PolicyKind::Idle),
+        "SCHED_FIFO" => Some(PolicyKind::Fifo),
+        "SCHED_RR" => Some(PolicyKind::Rr),
+        "SCHED_DEADLINE" => Some(PolicyKind::Deadline),
+        _ => None,
+    }
+}
+
+fn kind_of(p: &Policy) -> PolicyKind {
+    match p {
+        Policy::Other { .. } => PolicyKind::Other,
+        Policy::Idle => PolicyKind::Idle,
+        Policy::Fifo { .. } => PolicyKind::Fifo,
+        Policy::Rr { .. } => PolicyKind::Rr,
+        Policy::Deadline(_) => PolicyKind::Deadline,
+    }
+}
+
+fn event_prefix(key: &str) -> Option<&'static str> {
+    EVENT_PREFIXES.iter().copied().find(|p| key.starts_with(p))
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+// Which timer an event names, before thread instances exist.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum TimerRef {
+    Shared(String),
+    /// `unique…`: one timer per thread instance (and per distinct name within it).
+    PerThread(String),
+}
+
+#[derive(Debug, Clone)]
+enum EventTemplate {
+    Plain(Event),
+    Timer {
+        timer: TimerRef,
+        period: Duration,
+        absolute: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct PhaseTemplate {
+    path: String,
+    loops: u64,
+    affinity: Option<Vec<usize>>,
+    policy: Option<Policy>,
+    events: Vec<EventTemplate>,
+}
+
+#[derive(Debug)]
+struct TaskTemplate {
+    name: String,
+    path: String,
+    instances: u64,
+    delay: Duration,
+    affinity: Option<Vec<usize>>,
+    policy: Policy,
+    loops: Option<u64>,
+    phases: Vec<PhaseTemplate>,
+}
+
+// The scheduling keys found at one level (thread or phase), with their paths.
+#[derive(Default)]
+struct SchedKeys<'j> {
+    policy: Option<(&'j Json, String)>,
+    priority: Option<(&'j Json, String)>,
+    dl_runtime: Option<(&'j Json, String)>,
+    dl_period: Option<(&'j Json, String)>,
+    dl_deadline: Option<(&'j Json, String)>,
+    // Legacy thread-level spellings (tutorial: "For backward compatibility, the key "runtime" …").
+    runtime: Option<(&'j Json, String)>,
+    period: Option<(&'j Json, String)>,
+    deadline: Option<(&'j Json, String)>,
+}
+
+impl<'j> SchedKeys<'j> {
+    fn from(props: &HashMap<&str, (&'j Json, String)>, legacy: bool) -> Self {
+        let get = |k: &str| props.get(k).cloned();
+        SchedKeys {
+            policy: get("policy"),
+            priority: get("priority"),
+            dl_runtime: get("dl-runtime"),
+            dl_period: get("dl-period"),
+            dl_deadline: get("dl-deadline"),
+            runtime: if legacy { get("runtime") } else { None },
+            period: if legacy { get("period") } else { None },
+            deadline: if legacy { get("deadline") } else { None },
+        }
+    }
+}
+
+struct Parser<'a> {
+    file: &'a str,
+    ignored: Vec<String>,
+}
+
+type R<T> = Result<T, RtAppError>;
+
+impl Parser<'_> {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> RtAppError {
+        RtAppError::Field {
+            file: self.file.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn ignore(&mut self, path: &str, why: &str) {
+        self.ignored.push(format!("{path}: {why}"));
+    }
+
+    fn object<'j>(&self, v: &'j Json, path: &str, what: &str) -> R<&'j [(String, Json)]> {
+        match v {
+            Json::Obj(entries) => Ok(entries),
+            other => Err(self.err(path, format!("expected {what}, found {}", other.describe()))),
+        }
+    }
+
+    // An rt-app integer: a JSON integer in rt-app's 32-bit range.
+    fn int(&self, v: &Json, path: &str, what: &str) -> R<i64> {
+        match v {
+            Json::Int(i) if (-RTAPP_INT_MAX - 1..=RTAPP_INT_MAX).contains(i) => Ok(*i as i64),
+            Json::Int(i) => Err(self.err(
+                path,
+                format!("expected {what} that fits rt-app's 32-bit integers, found {i}"),
+            )),
+            other => Err(self.err(path, format!("expected {what}, found {}", other.describe()))),
+        }
+    }
+
+    // A duration in microseconds → nanoseconds.
+    fn micros(&self, v: &Json, path: &str) -> R<Duration> {
+        let what = "an integer number of microseconds ≥ 0";
+        let us = self.int(v, path, what)?;
+        if us < 0 {
+            return Err(self.err(path, format!("expected {what}, found {us}")));
+        }
+        Ok(Duration::from_us(us as u64)) // ≤ 2^31 µs: no overflow
+    }
+
+    // `loop`: -1 = forever (None), n ≥ 1 = n times. rt-app's handling of 0 and other negative
+    // values differs between thread and phase level and is never what a file means.
+    fn loop_count(&self, v: &Json, path: &str) -> R<Option<u64>> {
+        let what = "a loop count: -1 (forever) or an integer ≥ 1";
+        match self.int(v, path, what)? {
+            -1 => Ok(None),
+            n if n >= 1 => Ok(Some(n as u64)),
+            n => Err(self.err(path, format!("expected {what}, found {n}"))),
+        }
+    }
+
+    fn cpus(&self, v: &Json, path: &str) -> R<Vec<usize>> {
+        let Json::Arr(items) = v else {
+            return Err(self.err(
+                path,
+                format!("expected an array of CPU numbers, found {}", v.describe()),
+            ));
+        };
+        if items.is_empty() {
+            return Err(self.err(path, "expected at least one CPU number, found an empty array"));
+        }
+        let mut cpus = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let n = self.int(item, &p, "a CPU number ≥ 0")?;
+            if n < 0 {
+                return Err(self.err(p, format!("expected a CPU number ≥ 0, found {n}")));
+            }
+            cpus.push(n as usize);
+        }
+        // A CPU set: order and repeats carry no meaning.
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(cpus)
+    }
+
+    fn root(&mut self, root: &Json) -> R<Workload> {
+        let Json::Obj(entries) = root else {
+            return Err(self.err(
+                "(top level)",
+                format!(
+                    "expected an object with a `tasks` object, found {}",
+                    root.describe()
+                ),
+            ));
+        };
+        let mut tasks = None;
+        let mut global = None;
+        let mut seen = HashSet::new();
+        for (key, value) in entries {
+            if !seen.insert(key.as_str()) {
+                self.ignore(key, "repeated top-level key; only the first is read");
+                continue;
+            }
+            match key.as_str() {
+                "tasks" => tasks = Some(value),
+                "global" => global = Some(value),
+                "resources" => self.ignore(
+                    key,
+                    "rt-app resources are not modelled (rt-app itself creates them from the events)",
+                ),
+                _ => self.ignore(key, "not an rt-app top-level key"),
+            }
+        }
+        let (duration, default_policy) = match global {
+            Some(g) => self.global(g)?,
+            None => (None, PolicyKind::Other),
+        };
+        let Some(tasks) = tasks else {
+            return Err(self.err("tasks", "missing: expected an object mapping task names to tasks"));
+        };
+        let entries = self.object(tasks, "tasks", "an object mapping task names to tasks")?;
+        if entries.is_empty() {
+            return Err(self.err("tasks", "expected at least one task, found an empty object"));
+        }
+        let mut templates = Vec::with_capacity(entries.len());
+        let mut names = HashSet::new();
+        for (name, value) in entries {
+            let path = join("tasks", name);
+            if !names.insert(name.as_str()) {
+                return Err(self.err(
+                    path,
+                    format!("expected unique task names, `{name}` appears twice"),
+                ));
+            }
+            templates.push(self.task(name, value, &path, &default_policy)?);
+        }
+        let threads = self.instantiate(templates)?;
+        Ok(Workload {
+            threads,
+            duration,
+            ignored: std::mem::take(&mut self.ignored),
+        })
+    }
+
+    // `global`: only `duration` and `default_policy` affect what runs.
+    fn global(&mut self, g: &Json) -> R<(Option<Duration>, PolicyKind)> {
+        let entries = self.object(g, "global", "an object of global settings")?;
+        let mut duration = None;
+        let mut policy = PolicyKind::Other;
+        let mut seen = HashSet::new();
+        for (key, value) in entries {
+            let path = join("global", key);
+            if !seen.insert(key.as_str()) {
+                self.ignore(&path, "repeated key; only the first is read");
+                continue;
+            }
+            match key.as_str() {
+                "duration" => {
+                    // Seconds; -1 = until every thread ends. rt-app treats 0 the same way.
+                    let what = "a duration in seconds: -1 (no limit) or an integer ≥ 0";
+                    let s = self.int(value, &path, what)?;
+                    duration = match s {
+                        -1 | 0 => None,
+                        s if s > 0 => Some(Duration::from_secs(s as u64)),
+                        s => return Err(self.err(&path, format!("expected {what}, found {s}"))),
+                    };
+                }
+                "default_policy" => {
+                    let Json::Str(name) = value else {
+                        return Err(self.err(
+                            &path,
+                            format!(
+                                "expected a policy name ({POLICY_NAMES}), found {}",
+                                value.describe()
+                            ),
+                        ));
+                    };
+                    let Some(kind) = policy_kind(name) else {
+                        return Err(self.err(
+                            &path,
+                            format!("unknown policy \"{name}\": expected {POLICY_NAMES}"),
+                        ));
+                    };
+                    policy = kind;
+                }
+                "calibration" | "pi_enabled" | "lock_pages" | "logdir" | "log_basename" | "log_size"
+                | "ftrace" | "gnuplot" | "io_device" | "mem_buffer_size" | "cumulative_slack" => {
+                    self.ignore(&path, "rt-app run-time setting, not used by pacer")
+                }
+                _ => self.ignore(&path, "not an rt-app global setting"),
+            }
+        }
+        Ok((duration, policy))
+    }
+
+    fn task(&mut self, name: &str, value: &Json, path: &str, default_policy: &PolicyKind) -> R<TaskTemplate> {
+        let entries = self.object(value, path, "an object describing the task")?;
+        // First pass: properties (first occurrence wins, as after workgen's renaming) and events,
+        // in file order.
+        let mut props: HashMap<&str, (&Json, String)> = HashMap::new();
+        let mut events: Vec<(&str, &Json, String)> = Vec::new();
+        for (key, v) in entries {
+            let p = join(path, key);
+            if key == "runtime" && !props.contains_key("runtime") {
+                // Both an event and the legacy name of `dl-runtime` (see TASK_PROPERTIES).
+                props.insert("runtime", (v, p.clone()));
+            }
+            if TASK_PROPERTIES.contains(&key.as_str()) {
+                if props.contains_key(key.as_str()) {
+                    self.ignore(&p, "repeated key; only the first is read");
+                } else {
+                    props.insert(key.as_str(), (v, p));
+                }
+            } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
+                self.ignore(&p, "rt-app property not modelled by pacer");
+            } else if key == "lock_order" || key == "resources" {
+                self.ignore(&p, "legacy rt-app resource property, not modelled by pacer");
+            } else if event_prefix(key).is_some() {
+                events.push((key.as_str(), v, p));
+            } else {
+                self.ignore(&p, "not an rt-app event or property");
+            }
+        }
+
+        let instances = match props.get("instance") {
+            None => 1,
+            Some((v, p)) => {
+                let what = "a number of threads ≥ 1";
+                let n = self.int(v, p, what)?;
+                if n < 1 {
+                    // rt-app creates no thread for 0 (the task is then only started by `fork`
+                    // events, which pacer does not model).
+                    return Err(self.err(
+                        p,
+                        format!("expected {what}, found {n} (instance 0 is for tasks started by `fork`, which pacer does not model)"),
+                    ));
+                }
+                n as u64
+            }
+        };
+        let delay = match props.get("delay") {
+            None => Duration::ZERO,
+            Some((v, p)) => self.micros(v, p)?,
+        };
+        let affinity = match props.get("cpus") {
+            None => None,
+            Some((v, p)) => Some(self.cpus(v, p)?),
+        };
+        let policy = self.thread_policy(&SchedKeys::from(&props, true), *default_policy, path)?;
+
+        let (loops, phases) = match props.get("phases") {
+            Some((phases_v, phases_path)) => {
+                for (_, _, p) in &events {
+                    self.ignore(p, "event next to a `phases` object; rt-app only runs the phases");
+                }
+                let loops = match props.get("loop") {
+                    None => None,
+                    Some((v, p)) => self.loop_count(v, p)?,
+                };
+                let phase_entries =
+                    self.object(phases_v, phases_path, "an object mapping phase names to phases")?;
+                if phase_entries.is_empty() {
+                    return Err(self.err(
+                        phases_path.as_str(),
+                        "expected at least one phase, found an empty object",
+                    ));
+                }
+                let mut current = policy;
+                let mut phases = Vec::with_capacity(phase_entries.len());
+                let mut forever_from = None;
+                for (i, (pname, pv)) in phase_entries.iter().enumerate() {
+                    let ppath = join(phases_path, pname);
+                    if let Some(first) = &forever_from {
+                        self.ignore(&ppath, &format!("never reached: phase `{first}` loops forever"));
+                        continue;
+                    }
+                    let (phase, forever) = self.phase(pv, &ppath, &mut current)?;
+                    if forever {
+                        if i > 0 {
+                            return Err(self.err(
+                                join(&ppath, "loop"),
+                                "a phase that loops forever (-1) after other phases cannot be represented: only the first phase may loop forever",
+                            ));
+                        }
+                        forever_from = Some(pname.clone());
+                    }
+                    phases.push(phase);
+                }
+                // A first phase looping forever is the thread looping forever over that phase.
+                (if forever_from.is_some() { None } else { loops }, phases)
+            }
+            None => {
+                // No `phases`: the thread object is the one phase. Its `loop` is the phase's loop
+                // count and the thread runs once; without `loop` it runs forever (rt-app
+                // parse_task_data()).
+                let (thread_loops, phase_loops) = match props.get("loop") {
+                    None => (None, 1),
+                    Some((v, p)) => match self.loop_count(v, p)? {
+                        None => (None, 1),
+                        Some(n) => (Some(1), n),
+                    },
+                };
+                if events.is_empty() {
+                    return Err(self.err(
+                        path,
+                        "expected at least one event (run, sleep, timer, …), found none",
+                    ));
+                }
+                let mut evs = Vec::with_capacity(events.len());
+                for (key, v, p) in &events {
+                    if let Some(e) = self.event(key, v, p)? {
+                        evs.push(e);
+                    }
+                }
+                let phase = PhaseTemplate {
+                    path: path.to_string(),
+                    loops: phase_loops,
+                    affinity: None,
+                    policy: None,
+                    events: evs,
+                };
+                (thread_loops, vec![phase])
+            }
+        };
+
+        // Phases left with nothing pacer can run take no time: drop them.
+        let mut kept = Vec::with_capacity(phases.len());
+        for ph in phases {
+            if ph.events.is_empty() && ph.policy.is_none() && ph.affinity.is_none() {
+                if props.contains_key("phases") {
+                    self.ignore(&ph.path, "phase has no event pacer models; dropped");
+                }
+            } else {
+                kept.push(ph);
+            }
+        }
+        if kept.iter().all(|ph| ph.events.is_empty()) {
+            return Err(self.err(
+                path,
+                "no event pacer can run (run, runtime, sleep, timer or yield); the others are skipped",
+            ));
+        }
+        Ok(TaskTemplate {
+            name: name.to_string(),
+            path: path.to_string(),
+            instances,
+            delay,
+            affinity,
+            policy,
+            loops,
+            phases: kept,
+        })
+    }
+
+    // One object of `phases`. Returns the phase and whether it loops forever.
+    fn phase(&mut self, v: &Json, path: &str, current: &mut Policy) -> R<(PhaseTemplate, bool)> {
+        let entries = self.object(v, path, "an object describing the phase")?;
+        let mut props: HashMap<&str, (&Json, String)> = HashMap::new();
+        let mut events: Vec<(&str, &Json, String)> = Vec::new();
+        for (key, v) in entries {
+            let p = join(path, key);
+            if PHASE_PROPERTIES.contains(&key.as_str()) {
+                if props.contains_key(key.as_str()) {
+                    self.ignore(&p, "repeated key; only the first is read");
+                } else {
+                    props.insert(key.as_str(), (v, p));
+                }
+            } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
+                self.ignore(&p, "rt-app property not modelled by pacer");
+            } else if event_prefix(key).is_some() {
+                events.push((key.as_str(), v, p));
+            } else if TASK_PROPERTIES.contains(&key.as_str()) {
+                self.ignore(&p, "thread-level property; rt-app does not read it in a phase");
+            } else {
+                self.ignore(&p, "not an rt-app event or property");
+            }
+        }
+        if events.is_empty() {
+            // rt-app: "No events found. Task must have events or it's useless".
+            return Err(self.err(
+                path,
+                "expected at least one event (run, sleep, timer, …), found none",
+            ));
+        }
+        let (loops, forever) = match props.get("loop") {
+            None => (1, false),
+            Some((v, p)) => match self.loop_count(v, p)? {
+                None => (1, true),
+                Some(n) => (n, false),
+            },
+        };
+        let affinity = match props.get("cpus") {
+            None => None,
+            Some((v, p)) => Some(self.cpus(v, p)?),
+        };
+        let policy = self.phase_policy(&SchedKeys::from(&props, false), current, path)?;
+        if let Some(p) = policy {
+            *current = p;
+        }
+        let mut evs = Vec::with_capacity(events.len());
+        for (key, v, p) in &events {
+            if let Some(e) = self.event(key, v, p)? {
+                evs.push(e);
+            }
+        }
+        Ok((
+            PhaseTemplate {
+                path: path.to_string(),
+                loops,
+                affinity,
+                policy,
+                events: evs,
+            },
+            forever,
+        ))
+    }
+
+    fn policy_name(&self, v: &Json, path: &str) -> R<PolicyKind> {
+        let Json::Str(name) = v else {
+            return Err(self.err(
+                path,
+                format!("expected a policy name ({POLICY_NAMES}), found {}", v.describe()),
+            ));
+        };
+        policy_kind(name).ok_or_else(|| {
+            self.err(
+                path,
+                format!("unknown policy \"{name}\": expected {POLICY_NAMES}"),
+            )
+        })
+    }
+
+    // Builds a non-deadline policy from a priority (or rt-app's default for the class).
+    fn priority_policy(&mut self, kind: PolicyKind, priority: Option<&(&Json, String)>) -> R<Policy> {
+        let read = |p: &Self, what: &str| -> R<Option<(i64, &str)>> {
+            match priority {
+                None => Ok(None),
+                Some((v, path)) => Ok(Some((p.int(v, path, what)?, path.as_str()))),
+            }
+        };
+        match kind {
+            PolicyKind::Other => {
+                // For SCHED_OTHER rt-app's priority is the nice value (default 0), and it refuses
+                // values outside -20..=19 (__set_thread_nice()).
+                let what = "a nice value in -20..=19 (SCHED_OTHER priority)";
+                let nice = match read(self, what)? {
+                    None => 0,
+                    Some((n, _)) if (-20..=19).contains(&n) => n,
+                    Some((n, path)) => return Err(self.err(path, format!("expected {what}, found {n}"))),
+                };
+                Ok(Policy::Other { nice: nice as i32 })
+            }
+            PolicyKind::Idle => {
+                if let Some((_, path)) = priority {
+                    self.ignore(path, "SCHED_IDLE has no priority; ignored");
+                }
+                Ok(Policy::Idle)
+            }
+            PolicyKind::Fifo | PolicyKind::Rr => {
+                // rt-app's default real-time priority is 10 (DEFAULT_THREAD_PRIORITY); the kernel
+                // accepts 1..=99.
+                let what = "a real-time priority in 1..=99";
+                let prio = match read(self, what)? {
+                    None => 10,
+                    Some((n, _)) if (1..=99).contains(&n) => n,
+                    Some((n, path)) => return Err(self.err(path, format!("expected {what}, found {n}"))),
+                } as u8;
+                Ok(if kind == PolicyKind::Fifo {
+                    Policy::Fifo { priority: prio }
+                } else {
+                    Policy::Rr { priority: prio }
+                })
+            }
+            PolicyKind::Deadline => unreachable!("deadline policies are built by `reservation`"),
+        }
+    }
+
+    // SCHED_DEADLINE parameters, defaulted as parse_sched_data() does: dl-period defaults to
+    // dl-runtime and dl-deadline to dl-period; then, at thread level, each value still 0 falls
+    // back to its legacy key (`runtime`, `period` defaulting to runtime, `deadline` to period).
+    fn reservation(&mut self, keys: &SchedKeys, at: &str) -> R<Policy> {
+        let read = |p: &Self, k: &Option<(&Json, String)>| -> R<Option<(Duration, String)>> {
+            match k {
+                None => Ok(None),
+                Some((v, path)) => Ok(Some((p.micros(v, path)?, path.clone()))),
+            }
+        };
+        let mut runtime = read(self, &keys.dl_runtime)?.unwrap_or((Duration::ZERO, join(at, "dl-runtime")));
+        let mut period = read(self, &keys.dl_period)?.unwrap_or((runtime.0, join(at, "dl-period")));
+        let mut deadline = read(self, &keys.dl_deadline)?.unwrap_or((period.0, join(at, "dl-deadline")));
+        if runtime.0.is_zero() {
+            if let Some(r) = read(self, &keys.runtime)? {
+                runtime = r;
+            }
+        }
+        if period.0.is_zero() {
+            if let Some(p) = read(self, &keys.period)? {
+                period = p;
+            } else {
+                period.0 = runtime.0;
+            }
+        }
+        if deadline.0.is_zero() {
+            if let Some(d) = read(self, &keys.deadline)? {
+                deadline = d;
+            } else {
+                deadline.0 = period.0;
+            }
+        }
+        if runtime.0.is_zero() {
+            return Err(self.err(
+                runtime.1.as_str(),
+                "expected a SCHED_DEADLINE runtime ≥ 1024ns (`dl-runtime`, in µs), found none",
+            ));
+        }
+        let res = Reservation::new(runtime.0, deadline.0, period.0);
+        if let Err(e) = res.validate() {
+            let field = match e {
+                ReservationError::RuntimeTooSmall(_) | ReservationError::RuntimeAboveDeadline { .. } => {
+                    &runtime.1
+                }
+                ReservationError::ZeroDeadline | ReservationError::DeadlineAbovePeriod { .. } => &deadline.1,
+                ReservationError::PeriodOutOfRange { .. } | ReservationError::TopBitSet => &period.1,
+            };
+            return Err(self.err(
+                field.as_str(),
+                format!(
+                    "invalid SCHED_DEADLINE parameters (runtime {}, deadline {}, period {}): {e}; rt-app defaults dl-period to dl-runtime and dl-deadline to dl-period",
+                    res.runtime, res.deadline, res.period
+                ),
+            ));
+        }
+        if let Some((v, path)) = &keys.priority {
+            // rt-app passes priority 0 to the kernel for SCHED_DEADLINE whatever the file says.
+            if !matches!(v, Json::Int(0)) {
+                self.ignore(path, "priority has no meaning for SCHED_DEADLINE; ignored");
+            }
+        }
+        Ok(Policy::Deadline(res))
+    }
+
+    fn warn_unused_deadline_keys(&mut self, keys: &SchedKeys) {
+        for (_, path) in [
+            &keys.dl_runtime,
+            &keys.dl_period,
+            &keys.dl_deadline,
+            &keys.period,
+            &keys.deadline,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            self.ignored
+                .push(format!("{path}: only used with SCHED_DEADLINE; ignored"));
+        }
+    }
+
+    // The thread's policy: its own `policy` or the global default, with rt-app's defaults for
+    // whatever is not given. `at` is the task's path (for parameters that are missing).
+    fn thread_policy(&mut self, keys: &SchedKeys, default: PolicyKind, at: &str) -> R<Policy> {
+        let kind = match &keys.policy {
+            Some((v, path)) => self.policy_name(v, path)?,
+            None => default,
+        };
+        if kind == PolicyKind::Deadline {
+            return self.reservation(keys, at);
+        }
+        let policy = self.priority_policy(kind, keys.priority.as_ref())?;
+        self.warn_unused_deadline_keys(keys);
+        Ok(policy)
+    }
+
+    // A phase changes scheduling only when it sets a policy, a priority or deadline parameters;
+    // without `policy` it keeps the current class (rt-app's `same`).
+    fn phase_policy(&mut self, keys: &SchedKeys, current: &Policy, at: &str) -> R<Option<Policy>> {
+        let any_dl = keys.dl_runtime.is_some() || keys.dl_period.is_some() || keys.dl_deadline.is_some();
+        if keys.policy.is_none() && keys.priority.is_none() && !any_dl {
+            return Ok(None);
+        }
+        let kind = match &keys.policy {
+            Some((v, path)) => self.policy_name(v, path)?,
+            None => kind_of(current),
+        };
+        if kind == PolicyKind::Deadline {
+            return self.reservation(keys, at).map(Some);
+        }
+        self.warn_unused_deadline_keys(keys);
+        if keys.policy.is_none() && keys.priority.is_none() {
+            // Only deadline keys on a non-deadline thread: rt-app leaves the policy alone.
+            return Ok(None);
+        }
+        self.priority_policy(kind, keys.priority.as_ref()).map(Some)
+    }
+
+    // One event entry. `None` for events pacer skips (recorded in `ignored`).
+    fn event(&mut self, key: &str, v: &Json, path: &str) -> R<Option<EventTemplate>> {
+        let Some(prefix) = event_prefix(key) else {
+            return Ok(None);
+        };
+        let ev = match prefix {
+            "run" => Event::Run {
+                work: Work::Fixed {
+                    ns: self.micros(v, path)?,
+                },
+            },
+            "runtime" => Event::Runtime {
+                duration: self.micros(v, path)?,
+            },
+            "sleep" => Event::Sleep {
+                duration: self.micros(v, path)?,
+            },
+            "yield" => Event::Yield, // rt-app ignores the value (documented as an optional string)
+            "timer" => return self.timer(v, path),
+            other => {
+                self.ignore(
+                    path,
+                    &format!("rt-app `{other}` event is not modelled by pacer; skipped"),
+                );
+                return Ok(None);
+            }
+        };
+        Ok(Some(EventTemplate::Plain(ev)))
+    }
+
+    fn timer(&mut self, v: &Json, path: &str) -> R<Option<EventTemplate>> {
+        let entries = self.object(v, path, "an object {\"ref\": name, \"period\": µs, \"mode\": …}")?;
+        let mut reference = None;
+        let mut period = None;
+        let mut absolute = false;
+        let mut seen = HashSet::new();
+        for (key, value) in entries {
+            let p = join(path, key);
+            if !seen.insert(key.as_str()) {
+                self.ignore(&p, "repeated key; only the first is read");
+                continue;
+            }
+            match key.as_str() {
+                "ref" => match value {
+                    Json::Str(s) => reference = Some(s.clone()),
+                    other => {
+                        return Err(self.err(
+                            p,
+                            format!("expected a timer name (string), found {}", other.describe()),
+                        ))
+                    }
+                },
+                "period" => period = Some(self.micros(value, &p)?),
+                "mode" => match value {
+                    Json::Str(s) if s == "absolute" => absolute = true,
+                    Json::Str(s) if s == "relative" => absolute = false,
+                    other => {
+                        return Err(self.err(
+                            p,
+                            format!(
+                                "expected \"absolute\" or \"relative\", found {}",
+                                other.describe()
+                            ),
+                        ))
+                    }
+                },
+                _ => self.ignore(&p, "not a timer key (ref, period, mode)"),
+            }
+        }
+        let Some(period) = period else {
+            return Err(self.err(join(path, "period"), "missing: expected the timer period in µs"));
+        };
+        if period.is_zero() {
+            // rt-app's doc/examples/template.json uses period 0 to disable a timer: it never waits.
+            self.ignore(&join(path, "period"), "timer with period 0 never waits; skipped");
+            return Ok(None);
+        }
+        // rt-app names an unnamed timer "unknown" (shared like any other name).
+        let name = reference.unwrap_or_else(|| "unknown".to_string());
+        let timer = if name.starts_with("unique") {
+            TimerRef::PerThread(name)
+        } else {
+            TimerRef::Shared(name)
+        };
+        Ok(Some(EventTemplate::Timer {
+            timer,
+            period,
+            absolute,
+        }))
+    }
+
+    // Expands tasks into threads and gives timers their ids, in file order.
+    fn instantiate(&mut self, tasks: Vec<TaskTemplate>) -> R<Vec<ThreadSpec>> {
+        let total: u64 = tasks.iter().map(|t| t.instances).fold(0, u64::saturating_add);
+        if total > MAX_THREADS {
+            let worst = tasks
+                .iter()
+                .max_by_key(|t| t.instances)
+                .map_or(String::new(), |t| t.path.clone());
+            return Err(self.err(
+                join(&worst, "instance"),
+                format!("expected at most {MAX_THREADS} threads in total, found {total}"),
+            ));
+        }
+        let mut shared: HashMap<String, TimerId> = HashMap::new();
+        let mut next_id = 0usize;
+        let mut absolute: HashSet<TimerId> = HashSet::new();
+        let mut threads = Vec::new();
+        let mut names: HashMap<String, String> = HashMap::new();
+        for task in &tasks {
+            for i in 0..task.instances {
+                let name = if task.instances == 1 {
+                    task.name.clone()
+                } else {
+                    format!("{}-{i}", task.name)
+                };
+                if let Some(other) = names.insert(name.clone(), task.path.clone()) {
+                    return Err(self.err(
+                        task.path.as_str(),
+                        format!(
+                            "thread name `{name}` is also produced by `{other}`; rename one of the tasks"
+                        ),
+                    ));
+                }
+                let mut private: HashMap<String, TimerId> = HashMap::new();
+                let mut phases = Vec::with_capacity(task.phases.len());
+                for ph in &task.phases {
+                    let mut events = Vec::with_capacity(ph.events.len());
+                    for e in &ph.events {
+                        events.push(match e {
+                            EventTemplate::Plain(ev) => ev.clone(),
+                            EventTemplate::Timer {
+                                timer,
+                                period,
+                                absolute: abs,
+                            } => {
+                                let table = match timer {
+                                    TimerRef::Shared(_) => &mut shared,
+                                    TimerRef::PerThread(_) => &mut private,
+                                };
+                                let key = match timer {
+                                    TimerRef::Shared(n) | TimerRef::PerThread(n) => n.clone(),
+                                };
+                                let id = *table.entry(key).or_insert_with(|| {
+                                    next_id += 1;
+                                    TimerId(next_id - 1)
+                                });
+                                if *abs {
+                                    absolute.insert(id);
+                                }
+                                Event::Timer {
+                                    timer: id,
+                                    period: *period,
+                                    mode: TimerMode::Relative,
+                                }
+                            }
+                        });
+                    }
+                    phases.push(Phase {
+                        loops: ph.loops,
+                        events,
+                        affinity: ph.affinity.clone(),
+                        policy: ph.policy,
+                    });
+                }
+                threads.push(ThreadSpec {
+                    name,
+                    policy: task.policy,
+                    affinity: task.affinity.clone(),
+                    start_delay: task.delay,
+                    phases,
+                    loops: task.loops,
+                    job_deadline: None,
+                });
+            }
+        }
+        // The mode is a property of the timer: one `"mode": "absolute"` makes it absolute for
+        // every event that uses it (rt-app sets `relative = 0` on the shared resource).
+        for t in &mut threads {
+            for ph in &mut t.phases {
+                for e in &mut ph.events {
+                    if let Event::Timer { timer, mode, .. } = e {
+                        if absolute.contains(timer) {
+                            *mode = TimerMode::Absolute;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(threads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relax_keeps_positions_and_strings() {
+        let text = "{\n /* a\n b */ \"k\": \"/* not a comment */ // nor this\", // c\n \"l\": [1, 2,],\n}";
+        let out = relax(text).unwrap();
+        assert_eq!(out.len(), text.len());
+        assert_eq!(out.matches('\n').count(), text.matches('\n').count());
+        assert!(out.contains("\"/* not a comment */ // nor this\""));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["l"], serde_json::json!([1, 2]));
+    }
+
+    #[test]
+    fn relax_handles_escaped_quotes_and_unterminated_comments() {
+        let out = relax(r#"{"a": "x\"/*y", "b": 1 /* z */}"#).unwrap();
+        assert!(out.contains(r#""x\"/*y""#));
+        assert!(!out.contains("z"));
+        assert_eq!(relax("{\n  /* open").unwrap_err().0, 2);
+    }
+
+    #[test]
+    fn event_prefixes_follow_rt_app_order() {
+        assert_eq!(event_prefix("runtime3"), Some("runtime"));
+        assert_eq!(event_prefix("run_end"), Some("run"));
+        assert_eq!(event_prefix("sleep_long"), Some("sleep"));
+        assert_eq!(event_prefix("resume"), Some("resume"));
+        for k in TASK_PROPERTIES.iter().chain(PHASE_PROPERTIES.iter()) {
+            assert_eq!(
+                event_prefix(k),
+                None,
+                "property `{k}` must not look like an event"
+            );
+        }
+    }
+}
