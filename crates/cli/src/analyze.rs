@@ -173,6 +173,24 @@ pub fn report(label: &str, set: &TaskSet, cfg: &SuiteConfig, details: Details, j
     }
     let rows = suite::run(&ts, cfg);
     if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json_value(label, set, cfg, &rows)?)?
+        );
+        return Ok(());
+    }
+    print!("{}", render_text(label, set, cfg, &rows, details));
+    Ok(())
+}
+
+/// Runs the suite and returns the `--json` document (for `pacer demo --json`).
+pub fn report_json(label: &str, set: &TaskSet, cfg: &SuiteConfig) -> Result<serde_json::Value> {
+    let rows = suite::run(&timings(&set.tasks), cfg);
+    json_value(label, set, cfg, &rows)
+}
+
+fn json_value(label: &str, set: &TaskSet, cfg: &SuiteConfig, rows: &[Row]) -> Result<serde_json::Value> {
+    {
         let out = JsonReport {
             file: label,
             name: set.name.as_deref(),
@@ -182,13 +200,10 @@ pub fn report(label: &str, set: &TaskSet, cfg: &SuiteConfig, details: Details, j
             density: set.density(),
             implicit_deadlines: set.has_implicit_deadlines(),
             config: cfg,
-            results: &rows,
+            results: rows,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        Ok(serde_json::to_value(&out)?)
     }
-    print!("{}", render_text(label, set, cfg, &rows, details));
-    Ok(())
 }
 
 fn verdict_label(r: &Row) -> String {

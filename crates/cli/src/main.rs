@@ -40,6 +40,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Behave like other Unix filters when the reader goes away (`pacer … | head`): die quietly of
+    // SIGPIPE instead of panicking on a failed write to standard output.
+    // SAFETY: called before any other thread exists; only resets a signal disposition.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),

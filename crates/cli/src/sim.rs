@@ -12,7 +12,7 @@ use pacer_analysis::partition::{self, milp, Heuristic, MilpOptions};
 use pacer_analysis::{timings, Timing};
 use pacer_model::{Duration, Reservation, TaskSet};
 use pacer_sim::output::csv::JobCsv;
-use pacer_sim::output::summary::{render_text, Summary};
+use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::Fanout;
 use pacer_sim::{Observer, Sim, SimConfig};
@@ -51,9 +51,9 @@ pub struct Args {
     /// Time limit for --assign ilp.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub milp_time_limit: Duration,
-    /// Simulated time.
-    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration)]
-    pub duration: Duration,
+    /// Simulated time [default: the rt-app file's `global.duration`, else 10s].
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
     /// Seed of the execution-time draws (recorded in the output).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -167,7 +167,7 @@ fn parse_exec(s: &str) -> Result<ExecArg, String> {
 }
 
 /// The input file, after deciding what it is.
-enum Input {
+pub(crate) enum Input {
     TaskSet(TaskSet),
     RtApp(Workload),
 }
@@ -281,34 +281,97 @@ fn admission_note(w: &Workload, m: usize) -> Option<String> {
 }
 
 #[derive(Serialize)]
-struct RunInfo {
-    file: String,
-    seed: u64,
-    cpus: u32,
-    policy: Option<String>,
-    simulated_ns: u64,
-    events: u64,
-    jobs: u64,
-    wall_seconds: f64,
-    jobs_per_wall_second: f64,
-    events_per_wall_second: f64,
-    ignored_keys: Vec<String>,
+pub(crate) struct RunInfo {
+    pub file: String,
+    pub seed: u64,
+    pub cpus: u32,
+    pub policy: Option<String>,
+    pub simulated_ns: u64,
+    pub events: u64,
+    pub jobs: u64,
+    pub wall_seconds: f64,
+    pub jobs_per_wall_second: f64,
+    pub events_per_wall_second: f64,
+    pub ignored_keys: Vec<String>,
+}
+
+impl Args {
+    /// Defaults for a task set already in memory (used by `pacer demo`).
+    pub(crate) fn for_taskset(
+        cpus: u32,
+        policy: SchedPolicy,
+        cluster_size: Option<u32>,
+        duration: Duration,
+        seed: u64,
+    ) -> Self {
+        Args {
+            file: PathBuf::from("<generated>"),
+            cpus,
+            policy,
+            cluster_size,
+            assign: "wfd".into(),
+            milp_time_limit: Duration::from_secs(5),
+            duration: Some(duration),
+            seed,
+            exec: ExecArg(ExecModel::Wcet),
+            reclaim: false,
+            context_switch_cost: Duration::ZERO,
+            migration_cost: Duration::ZERO,
+            jobs: None,
+            trace: None,
+            json: false,
+        }
+    }
 }
 
 #[derive(Serialize)]
 struct JsonOut<'a> {
     run: RunInfo,
-    summary: &'a pacer_sim::output::summary::SummaryReport,
+    summary: &'a SummaryReport,
 }
 
 pub fn run(a: Args) -> Result<()> {
     let input = read_input(&a.file)?;
+    let (report, info) = simulate(&a, input, !a.json)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&JsonOut {
+                run: info,
+                summary: &report
+            })?
+        );
+    } else {
+        println!(
+            "simulated {} on {} CPU{} ({}seed {}): {} jobs, {} events in {:.3} s wall ({:.0} jobs/s, {:.0} events/s)\n",
+            Duration(info.simulated_ns),
+            a.cpus,
+            if a.cpus == 1 { "" } else { "s" },
+            info.policy.as_ref().map(|p| format!("{p}, ")).unwrap_or_default(),
+            a.seed,
+            info.jobs,
+            info.events,
+            info.wall_seconds,
+            info.jobs_per_wall_second,
+            info.events_per_wall_second
+        );
+        let text = render_text(&report);
+        print!("{text}");
+        if !text.ends_with('\n') {
+            println!();
+        }
+    }
+    Ok(())
+}
+
+/// Runs one simulation; `interactive` enables warnings and the progress bar on standard error.
+pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(SummaryReport, RunInfo)> {
     let m = a.cpus as usize;
     let (workload, policy_label) = match input {
-        Input::TaskSet(set) => (build_workload(&set, &a)?, Some(a.policy.to_string())),
+        Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.policy.to_string())),
         Input::RtApp(w) => (w, None),
     };
-    if !a.json && !workload.ignored.is_empty() {
+    if interactive && !workload.ignored.is_empty() {
         // One line per ignored key would bury the results; show a few, --json lists them all.
         let n = workload.ignored.len();
         eprintln!(
@@ -323,9 +386,15 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     if let Some(n) = admission_note(&workload, m) {
-        eprintln!("pacer sim: {n}");
+        if interactive {
+            eprintln!("pacer sim: {n}");
+        }
     }
-    let horizon = a.duration.ns();
+    let duration = a
+        .duration
+        .or(workload.duration)
+        .unwrap_or(Duration::from_secs(10));
+    let horizon = duration.ns();
     if horizon == 0 {
         bail!("--duration: expected a simulated time > 0");
     }
@@ -354,7 +423,7 @@ pub fn run(a: Args) -> Result<()> {
         None => None,
     };
 
-    let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
+    let bar = (interactive && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(horizon / 1_000_000);
         b.set_style(
             indicatif::ProgressStyle::with_template(
@@ -365,9 +434,10 @@ pub fn run(a: Args) -> Result<()> {
         b
     });
     let started = WallClock::now();
+    // Run in slices so the progress bar moves; the slicing does not change the schedule.
     let steps = 200u64;
     for i in 1..=steps {
-        let until = horizon / steps * i + if i == steps { horizon % steps } else { 0 };
+        let until = if i == steps { horizon } else { horizon / steps * i };
         let mut observers: Vec<&mut dyn Observer> = vec![&mut summary];
         if let Some(c) = csv.as_mut() {
             observers.push(c);
@@ -384,13 +454,13 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    if let Some(c) = csv {
+    if let (Some(c), Some(p)) = (csv, &a.jobs) {
         c.finish()
-            .with_context(|| format!("{}: writing job records", a.jobs.as_ref().unwrap().display()))?;
+            .with_context(|| format!("{}: writing job records", p.display()))?;
     }
-    if let Some(t) = trace {
+    if let (Some(t), Some(p)) = (trace, &a.trace) {
         t.finish(horizon)
-            .with_context(|| format!("{}: writing the trace", a.trace.as_ref().unwrap().display()))?;
+            .with_context(|| format!("{}: writing the trace", p.display()))?;
     }
     let report = summary.report(&names, &sim.stats(), horizon, a.cpus);
     let info = RunInfo {
@@ -406,33 +476,5 @@ pub fn run(a: Args) -> Result<()> {
         events_per_wall_second: sim.events_processed() as f64 / wall.max(1e-9),
         ignored_keys: ignored,
     };
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&JsonOut {
-                run: info,
-                summary: &report
-            })?
-        );
-    } else {
-        println!(
-            "simulated {} on {} CPU{} ({}seed {}): {} jobs, {} events in {:.3} s wall ({:.0} jobs/s, {:.0} events/s)\n",
-            a.duration,
-            a.cpus,
-            if a.cpus == 1 { "" } else { "s" },
-            info.policy.as_ref().map(|p| format!("{p}, ")).unwrap_or_default(),
-            a.seed,
-            info.jobs,
-            info.events,
-            wall,
-            info.jobs_per_wall_second,
-            info.events_per_wall_second
-        );
-        let text = render_text(&report);
-        print!("{text}");
-        if !text.ends_with('\n') {
-            println!();
-        }
-    }
-    Ok(())
+    Ok((report, info))
 }

@@ -289,5 +289,119 @@ fn gen_pipes_into_analyze_and_demo_runs() {
     let d = pacer(&["demo", "--json"]);
     assert!(d.status.success(), "{}", text(&d.stderr));
     let v: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap();
-    assert!(v["results"].as_array().unwrap().len() > 10);
+    assert!(v["analysis"]["results"].as_array().unwrap().len() > 10);
+    let sims = v["simulations"].as_array().unwrap();
+    assert_eq!(sims.len(), 6);
+    assert!(sims.iter().all(|s| s["summary"]["jobs"].as_u64().unwrap() > 0));
+}
+
+#[test]
+fn sim_runs_a_task_set_and_writes_jobs_and_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs.csv").display().to_string();
+    let trace = dir.path().join("trace.json").display().to_string();
+    let f = examples().join("textbook.json").display().to_string();
+    let out = pacer(&[
+        "sim",
+        &f,
+        "--policy",
+        "g-rm",
+        "--duration",
+        "200ms",
+        "--jobs",
+        &jobs,
+        "--trace",
+        &trace,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["run"]["seed"], 1);
+    assert_eq!(v["run"]["policy"], "g-rm");
+    // Textbook set under RM: response times 3, 6, 20 ms and no misses.
+    let per_task = v["summary"]["per_task"].as_array().unwrap();
+    assert_eq!(per_task.len(), 3);
+    assert_eq!(v["summary"]["misses"], 0);
+    let csv = std::fs::read_to_string(&jobs).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("task,job,release_ns"));
+    let c_rows: Vec<&str> = lines.filter(|l| l.starts_with("c,")).collect();
+    assert_eq!(c_rows.len(), 10, "c releases every 20 ms for 200 ms");
+    assert!(
+        c_rows[0].contains(",20000000,"),
+        "first job of c responds in 20 ms: {}",
+        c_rows[0]
+    );
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = t["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["ph"] == "X" && e["name"] == "c"));
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "M" && e["args"]["name"] == "CPUs"));
+}
+
+#[test]
+fn sim_is_reproducible_and_takes_rtapp_files() {
+    let f = examples().join("bench10.json").display().to_string();
+    let args = [
+        "sim",
+        &f,
+        "--cpus",
+        "2",
+        "--exec",
+        "uniform:0.5",
+        "--seed",
+        "3",
+        "--duration",
+        "2s",
+        "--json",
+    ];
+    let strip = |o: Output| {
+        let mut v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["run"]["wall_seconds"] = 0.into();
+        v["run"]["jobs_per_wall_second"] = 0.into();
+        v["run"]["events_per_wall_second"] = 0.into();
+        v
+    };
+    assert_eq!(strip(pacer(&args)), strip(pacer(&args)));
+    let rtapp = examples().join("rtapp-periodic.json").display().to_string();
+    let out = pacer(&["sim", &rtapp, "--cpus", "2", "--duration", "1s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("jobs"));
+}
+
+#[test]
+fn sim_rejects_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = examples().join("textbook.json").display().to_string();
+    assert_clean_error(
+        &pacer(&["sim", &f, "--policy", "c-edf", "--cpus", "4"]),
+        &["--cluster-size"],
+    );
+    assert_clean_error(
+        &pacer(&["sim", &f, "--policy", "p-edf", "--cpus", "1", "--assign", "zz"]),
+        &["--assign"],
+    );
+    assert_clean_error(&pacer(&["sim", &f, "--duration", "0s"]), &["--duration"]);
+    assert_clean_error(
+        &pacer(&["sim", &f, "--policy", "g-rm", "--reclaim"]),
+        &["--reclaim"],
+    );
+    let bad = write_tmp(
+        &dir,
+        "bad-rtapp.json",
+        r#"{"tasks": {"t": {"policy": "SCHED_FIFO", "priority": 200, "run": 1000}}}"#,
+    );
+    assert_clean_error(&pacer(&["sim", &bad]), &["bad-rtapp.json", "priority"]);
+    let out = pacer(&["sim", &f, "--policy", "x-edf"]);
+    assert_eq!(out.status.code(), Some(2));
+    let unwritable = pacer(&[
+        "sim",
+        &f,
+        "--duration",
+        "10ms",
+        "--jobs",
+        "/nonexistent/dir/jobs.csv",
+    ]);
+    assert_clean_error(&unwritable, &["/nonexistent/dir/jobs.csv"]);
 }

@@ -203,6 +203,9 @@ pub struct Sim {
     domain: Vec<usize>,
     /// Last thread reported running on each CPU in the trace.
     traced: Vec<Option<ThreadId>>,
+    /// Key of each CPU's running thread, kept contiguous because CPU selection, push and pull
+    /// scan all CPUs on every wake-up (the kernel keeps cpudl/cpupri for the same reason).
+    curr_keys: Vec<Key>,
 }
 
 fn thread_seed(seed: u64, t: usize) -> u64 {
@@ -387,6 +390,7 @@ impl Sim {
             pending_trace: Vec::new(),
             domain,
             traced: vec![None; m],
+            curr_keys: vec![Key::Idle; m],
         };
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[i].start_delay.ns();
@@ -485,7 +489,7 @@ impl Sim {
     }
 
     fn curr_key(&self, cpu: usize) -> Key {
-        self.cpus[cpu].curr.map_or(Key::Idle, |t| self.key(t))
+        self.curr_keys[cpu]
     }
 
     /// Whether `a` should preempt a CPU running something with key `b` (fair never preempts fair
@@ -734,6 +738,7 @@ impl Sim {
     fn deschedule(&mut self, cpu: usize, preempted: bool) -> Option<ThreadId> {
         self.update_curr(cpu);
         let t = self.cpus[cpu].curr.take()?;
+        self.curr_keys[cpu] = Key::Idle;
         let th = &mut self.threads[t as usize];
         if preempted {
             th.stats.involuntary_switches += 1;
@@ -772,6 +777,9 @@ impl Sim {
         let c = &mut self.cpus[cpu];
         c.curr = Some(t);
         c.exec_start = now;
+        // A running thread's key does not change while it runs, except the fair vruntime, which
+        // only matters against other classes (fair never preempts fair on wake-up).
+        self.curr_keys[cpu] = self.key(t);
     }
 
     /// `schedule()` on one CPU: pull if it lost its thread, run the most urgent thread, push a
