@@ -5,14 +5,7 @@ use pacer_analysis::Timing;
 use proptest::prelude::*;
 
 fn lcm(a: u64, b: u64) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    a / gcd(a, b) * b
+    pacer_model::time::lcm(a, b).expect("small periods")
 }
 
 /// Exact EDF feasibility by brute force: U ≤ 1 and dbf(t) ≤ t at every integer t up to H + D_max

@@ -16,7 +16,8 @@ use crate::time::Duration;
 /// Version of the format this build reads and writes.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// A task-set file problem. `file` is the path, or `<stdin>`/`<input>` for other sources.
+/// A problem with an input file (task set, rt-app workload, …). `file` is the path, or `<stdin>`
+/// for other sources; `field` is the JSON path of the offending value.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     #[error("{file}: cannot read: {source}")]

@@ -27,14 +27,7 @@ impl Observer for Misses {
 }
 
 fn lcm(a: u64, b: u64) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    a / gcd(a, b) * b
+    pacer_model::time::lcm(a, b).expect("small periods")
 }
 
 fn thread(i: usize, t: &Timing, policy: Policy, affinity: Option<Vec<usize>>) -> ThreadSpec {

@@ -35,43 +35,9 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
 
-/// An rt-app file problem. `file` is the path, or whatever name the caller gave the text.
-#[derive(Debug, thiserror::Error)]
-pub enum RtAppError {
-    /// The file could not be read.
-    #[error("{file}: cannot read: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not JSON, even with json-c's comments and trailing commas allowed.
-    #[error("{file}: malformed JSON at line {line}, column {column}: {message}")]
-    Syntax {
-        file: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    /// A value rt-app would refuse or pacer cannot represent; `field` is its JSON path.
-    #[error("{file}: field `{field}`: {message}")]
-    Field {
-        file: String,
-        field: String,
-        message: String,
-    },
-}
-
-impl RtAppError {
-    /// The offending field's JSON path (e.g. `tasks.thread0.phases.p1.timer.period`), when the
-    /// error is about a field.
-    pub fn field(&self) -> Option<&str> {
-        match self {
-            RtAppError::Field { field, .. } => Some(field),
-            _ => None,
-        }
-    }
-}
+/// An rt-app file problem: the same shape as a task-set file problem (file, JSON path of the
+/// field, what was expected), so both formats report errors alike.
+pub type RtAppError = pacer_model::FormatError;
 
 /// Reads and converts an rt-app file.
 pub fn read_rtapp(path: &Path) -> Result<Workload, RtAppError> {
