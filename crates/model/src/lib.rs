@@ -4,6 +4,7 @@
 pub mod format;
 pub mod job;
 pub mod platform;
+pub mod policy;
 pub mod reservation;
 pub mod task;
 pub mod time;
@@ -11,6 +12,7 @@ pub mod time;
 pub use format::{parse_taskset, read_taskset, write_taskset, FormatError};
 pub use job::Job;
 pub use platform::{Cluster, Cpu, Opp, Platform, CAPACITY_SCALE};
+pub use policy::Policy;
 pub use reservation::{Reservation, ReservationError, ReservationFlags};
 pub use task::{total_utilization, Arrival, Provenance, Task, TaskSet};
 pub use time::{Duration, Instant};

@@ -4,7 +4,8 @@
 //!
 //! Units: integer nanoseconds ([`Duration`]). rt-app files are in microseconds; the parser converts.
 
-use pacer_model::{Duration, Reservation};
+pub use pacer_model::Policy;
+use pacer_model::Duration;
 use serde::Serialize;
 
 /// A set of threads to run, plus global settings.
@@ -15,23 +16,6 @@ pub struct Workload {
     pub duration: Option<Duration>,
     /// Keys pacer read but does not act on, with their JSON path (printed as warnings).
     pub ignored: Vec<String>,
-}
-
-/// Scheduling policy of a thread, as set with `sched_setattr`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "policy", rename_all = "snake_case")]
-pub enum Policy {
-    /// SCHED_OTHER (CFS) with a nice value.
-    Other { nice: i32 },
-    /// SCHED_IDLE: runs only when nothing else in the fair class wants the CPU (no priority).
-    /// rt-app accepts it by name (`string_to_policy()` in rt-app_utils.c).
-    Idle,
-    /// SCHED_FIFO, priority 1..=99 (higher runs first).
-    Fifo { priority: u8 },
-    /// SCHED_RR, priority 1..=99, round-robin among equal priorities.
-    Rr { priority: u8 },
-    /// SCHED_DEADLINE with a CBS reservation.
-    Deadline(Reservation),
 }
 
 /// One thread (rt-app: one instance of a task).

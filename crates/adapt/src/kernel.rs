@@ -1,0 +1,98 @@
+//! The one narrow interface between the adaptation engine and a kernel (DESIGN.md, "One
+//! adaptation engine, two kernels"): sensors (time, thread CPU time, traced wake-ups, current
+//! SCHED_DEADLINE state, frequency) and actuators (scheduling policy and reservation, frequency).
+//! The simulator implements it in `pacer-sim`; the real kernel in `pacer-linux`.
+
+use pacer_model::Policy;
+use serde::Serialize;
+
+/// A thread as the kernel knows it: a simulator thread index, or a Linux TID.
+pub type Tid = u32;
+
+/// Why a kernel operation failed. Admission refusals are their own case: the supervisor treats
+/// them as "system full", never as a crash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    #[error("admission control refused the reservation (EBUSY): {0}")]
+    Admission(String),
+    #[error("invalid parameters (EINVAL): {0}")]
+    Invalid(String),
+    #[error("no such thread {0}")]
+    NoSuchThread(Tid),
+    #[error("not permitted: {0}")]
+    Permission(String),
+    #[error("not supported here: {0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The SCHED_DEADLINE state the kernel exposes for a reserved thread: the current absolute
+/// scheduling deadline and the remaining runtime (already scaled by frequency and capacity in
+/// the kernel — the quantities of eq. 3 in adaptive-deadline-audio-android.txt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DlState {
+    pub deadline: u64,
+    pub runtime: i64,
+}
+
+/// A frequency domain's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FreqState {
+    /// Current frequency, kHz.
+    pub cur_khz: u32,
+    /// Frequencies the domain can run at, ascending, kHz.
+    pub available_khz: Vec<u32>,
+}
+
+/// What a cooperating application tells the engine (through the client library on Linux, through
+/// workload events in the simulator).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AppEvent {
+    /// The coming jobs will do `units` work units (the audio paper's workUnits hint).
+    WorkUnits { thread: Tid, t: u64, units: u64 },
+    /// A job (callback) begins; `dl` is the thread's deadline state at that instant.
+    JobBegin { thread: Tid, t: u64, dl: Option<DlState>, cpu_time: u64 },
+    /// A job ends.
+    JobEnd { thread: Tid, t: u64, dl: Option<DlState>, cpu_time: u64 },
+}
+
+/// Sensors and actuators of a kernel.
+pub trait Kernel {
+    /// Monotonic time, ns.
+    fn now(&self) -> u64;
+    /// Number of CPUs.
+    fn cpus(&self) -> usize;
+    /// Threads the engine may observe and control.
+    fn threads(&self) -> Vec<Tid>;
+    /// Cumulative CPU time of a thread, ns.
+    fn cpu_time(&self, t: Tid) -> Result<u64, KernelError>;
+    /// Starts or stops recording a thread's wake-up timestamps.
+    fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError>;
+    /// Appends the wake-up timestamps (ns) recorded since the last call to `out`.
+    fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError>;
+    /// Current SCHED_DEADLINE state, `None` when the thread is not under SCHED_DEADLINE.
+    fn dl_state(&self, t: Tid) -> Result<Option<DlState>, KernelError>;
+    /// Current policy.
+    fn policy(&self, t: Tid) -> Result<Policy, KernelError>;
+    /// Sets a thread's policy/reservation; `KernelError::Admission` if admission control refuses.
+    fn set_policy(&mut self, t: Tid, p: Policy) -> Result<(), KernelError>;
+    /// Bandwidth available to SCHED_DEADLINE in the thread's root domain, in CPUs (Σ Q/P bound).
+    fn dl_bandwidth_limit(&self) -> f64;
+    /// Frequency domain (cluster) of a CPU's state; `Unsupported` without cpufreq.
+    fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError>;
+    /// Sets a cluster's frequency (a floor/target, as a userspace governor would).
+    fn set_frequency(&mut self, cluster: usize, khz: u32) -> Result<(), KernelError>;
+}
+
+/// A piece of adaptation logic hosted by a kernel implementation: called every `period()` ns of
+/// (simulated or real) time, and immediately on application events.
+pub trait Controller {
+    /// Sampling period of [`Controller::tick`], ns; `None` for purely event-driven controllers.
+    fn period(&self) -> Option<u64>;
+    /// Periodic activation.
+    fn tick(&mut self, k: &mut dyn Kernel);
+    /// An application event (workUnits hint, job begin/end), delivered when it happens.
+    fn on_app_event(&mut self, _ev: &AppEvent, _k: &mut dyn Kernel) {}
+}
