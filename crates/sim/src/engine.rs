@@ -26,6 +26,7 @@ use std::collections::BinaryHeap;
 
 use pacer_model::reservation::to_ratio;
 use pacer_model::CAPACITY_SCALE;
+use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_workload::{Event, Policy, Workload};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -53,6 +54,12 @@ pub struct SimConfig {
     pub rt_period_us: u64,
     /// SCHED_RR time slice.
     pub rr_timeslice: u64,
+    /// Frequencies the platform can run at, ascending, kHz (one frequency domain). Work and
+    /// SCHED_DEADLINE runtime scale with cur/max, as the kernel's scale-invariant accounting does.
+    pub freqs_khz: Vec<u32>,
+    /// Per-CPU fair-server reservation counted by admission control (Linux ≥ 6.12): runtime and
+    /// period in ns, `None` for older kernels.
+    pub fair_server: Option<(u64, u64)>,
 }
 
 impl SimConfig {
@@ -66,6 +73,8 @@ impl SimConfig {
             rt_runtime_us: 950_000,
             rt_period_us: 1_000_000,
             rr_timeslice: RR_TIMESLICE_NS,
+            freqs_khz: vec![1_000_000],
+            fair_server: Some((50_000_000, 1_000_000_000)),
         }
     }
 }
@@ -85,6 +94,8 @@ pub enum SimError {
     BadThread { thread: String, message: String },
     #[error("capacities: expected {cpus} values in 1..=1024, got {got:?}")]
     BadCapacities { cpus: usize, got: Vec<u32> },
+    #[error("frequencies: expected at least one value, ascending and > 0, got {0:?}")]
+    BadFrequencies(Vec<u32>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,12 +163,21 @@ struct Thread {
     throttled: bool,
     rng: ChaCha8Rng,
     stats: ThreadStats,
+    /// The policy as last set (for `Kernel::policy`).
+    policy: Policy,
+    /// Wake-up timestamps recorded for the adaptation engine, when tracing is on.
+    wake_log: Option<Vec<u64>>,
+    /// Last workUnits the thread announced.
+    units: u64,
+    cooperative: bool,
 }
 
 struct Cpu {
     curr: Option<ThreadId>,
     exec_start: u64,
     gen: u64,
+    /// Current speed on the 1024 scale: capacity × f_cur / f_max.
+    speed: u64,
     /// Time of the live CPU-local event, if one is armed (re-arming at the same time is a no-op,
     /// which keeps stale entries out of the event heap).
     armed: Option<u64>,
@@ -173,6 +193,7 @@ enum Kind {
     Replenish = 1,
     Inactive = 2,
     Wakeup = 3,
+    Controller = 4,
 }
 
 /// (time, kind, sequence, id, generation)
@@ -206,6 +227,10 @@ pub struct Sim {
     /// Key of each CPU's running thread, kept contiguous because CPU selection, push and pull
     /// scan all CPUs on every wake-up (the kernel keeps cpudl/cpupri for the same reason).
     curr_keys: Vec<Key>,
+    freq_cur: u32,
+    /// Hosted adaptation controllers (taken out while they run, so they can borrow the sim).
+    controllers: Vec<Option<Box<dyn Controller>>>,
+    pending_app: Vec<AppEvent>,
 }
 
 fn thread_seed(seed: u64, t: usize) -> u64 {
@@ -237,6 +262,10 @@ impl Sim {
             }
         };
         let max_bw = to_ratio(cfg.rt_period_us, cfg.rt_runtime_us);
+        let f = &cfg.freqs_khz;
+        if f.is_empty() || f.contains(&0) || f.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(SimError::BadFrequencies(f.clone()));
+        }
         let mut threads = Vec::with_capacity(workload.threads.len());
         for (i, spec) in workload.threads.iter().enumerate() {
             let mut affinity = vec![spec.affinity.is_none(); m];
@@ -332,6 +361,10 @@ impl Sim {
                 throttled: false,
                 rng: ChaCha8Rng::seed_from_u64(thread_seed(cfg.seed, i)),
                 stats: ThreadStats::default(),
+                policy: spec.policy,
+                wake_log: None,
+                units: 0,
+                cooperative: spec.cooperative,
             });
         }
         let mut cpus: Vec<Cpu> = caps
@@ -342,6 +375,7 @@ impl Sim {
                 gen: 0,
                 armed: None,
                 capacity: c as u64,
+                speed: c as u64,
                 dl: DlRq::new(max_bw),
                 rt: RtRq::default(),
                 fair: FairRq::default(),
@@ -391,7 +425,11 @@ impl Sim {
             domain,
             traced: vec![None; m],
             curr_keys: vec![Key::Idle; m],
+            freq_cur: 0,
+            controllers: Vec::new(),
+            pending_app: Vec::new(),
         };
+        sim.freq_cur = sim.cfg.freqs_khz.last().copied().unwrap_or(1);
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[i].start_delay.ns();
             sim.push_event(delay, Kind::Wakeup, i as u32, 0);
@@ -448,7 +486,7 @@ impl Sim {
             let live = match kind {
                 Kind::CpuLocal => self.cpus[id as usize].gen == gen,
                 Kind::Replenish | Kind::Inactive => self.threads[id as usize].timer_gen == gen,
-                Kind::Wakeup => true,
+                Kind::Wakeup | Kind::Controller => true,
             };
             if !live {
                 continue;
@@ -463,7 +501,9 @@ impl Sim {
                 Kind::Replenish => self.replenish_timer(id),
                 Kind::Inactive => self.inactive_timer(id),
                 Kind::Wakeup => self.wakeup_event(id),
+                Kind::Controller => self.run_controller(id as usize),
             }
+            self.dispatch_app_events();
             for e in self.pending_trace.drain(..) {
                 obs.event(&e);
             }
@@ -664,16 +704,18 @@ impl Sim {
         let progress = if th.wall {
             d
         } else {
-            ((d as u128 * c.capacity as u128) / CAPACITY_SCALE as u128) as u64
+            ((d as u128 * c.speed as u128) / CAPACITY_SCALE as u128) as u64
         };
         th.remaining = th.remaining.saturating_sub(progress);
         match th.class {
             ClassId::Deadline => {
                 if let Some(e) = th.dl.as_mut() {
+                    // Scale-invariant accounting (update_curr_dl_se): runtime is charged at
+                    // f/f_max · capacity/1024, except under GRUB reclaiming.
                     let charge = if e.reclaim {
                         c.dl.grub_charge(delta, e.dl_bw)
                     } else {
-                        delta
+                        ((delta as u128 * c.speed as u128) / CAPACITY_SCALE as u128) as u64
                     };
                     e.runtime = e.runtime.saturating_sub(charge.min(i64::MAX as u64) as i64);
                 }
@@ -701,7 +743,7 @@ impl Sim {
         let work = if th.wall {
             th.remaining
         } else {
-            ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.capacity as u128))
+            ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.speed.max(1) as u128))
                 .min(u64::MAX as u128) as u64
         };
         let mut dt = th.overhead.saturating_add(work);
@@ -709,7 +751,7 @@ impl Sim {
             let rate = if e.reclaim {
                 c.dl.grub_rate(e.dl_bw)
             } else {
-                1 << pacer_model::reservation::BW_SHIFT
+                (c.speed << pacer_model::reservation::BW_SHIFT) / CAPACITY_SCALE as u64
             };
             dt = dt.min(time_to_exhaust(e.runtime, rate));
         }
@@ -763,6 +805,7 @@ impl Sim {
         if th.class == ClassId::Fair {
             th.slice_used = 0;
         }
+        let cooperative_begin = th.cooperative && th.job.is_some_and(|j| j.start.is_none());
         if let Some(j) = &mut th.job {
             if j.start.is_none() {
                 j.start = Some(now);
@@ -780,6 +823,11 @@ impl Sim {
         // A running thread's key does not change while it runs, except the fair vruntime, which
         // only matters against other classes (fair never preempts fair on wake-up).
         self.curr_keys[cpu] = self.key(t);
+        if cooperative_begin {
+            let th = &self.threads[t as usize];
+            let dl = th.dl.map(|e| DlState { deadline: e.deadline, runtime: e.runtime });
+            self.pending_app.push(AppEvent::JobBegin { thread: t, t: now, dl, cpu_time: th.stats.exec });
+        }
     }
 
     /// `schedule()` on one CPU: pull if it lost its thread, run the most urgent thread, push a
@@ -956,6 +1004,11 @@ impl Sim {
             job: j.seq,
             missed: r.missed(),
         });
+        let th = &self.threads[t as usize];
+        if th.cooperative {
+            let dl = th.dl.map(|e| DlState { deadline: e.deadline, runtime: e.runtime });
+            self.pending_app.push(AppEvent::JobEnd { thread: t, t: now, dl, cpu_time: th.stats.exec });
+        }
     }
 
     /// Runs the thread's program from where it stopped until it has work, blocks, yields or ends.
@@ -1005,7 +1058,7 @@ impl Sim {
             th.pc.ev += 1;
             match ev {
                 Event::Run { work } => {
-                    let w = work.sample(&mut th.rng).ns();
+                    let w = work.sample_for(&mut th.rng, th.units).ns();
                     if w > 0 {
                         th.remaining = w;
                         th.wall = false;
@@ -1040,12 +1093,22 @@ impl Sim {
                     self.start_job(t, next);
                 }
                 Event::Yield => return Step::Yield,
+                Event::WorkUnits { units } => {
+                    th.units = *units;
+                    self.pending_app.push(AppEvent::WorkUnits { thread: t, t: now, units: *units });
+                }
             }
         }
     }
 
     fn wakeup_event(&mut self, t: ThreadId) {
+        let now = self.now;
         let th = &mut self.threads[t as usize];
+        if matches!(th.state, State::NotStarted | State::Sleeping) {
+            if let Some(log) = th.wake_log.as_mut() {
+                log.push(now);
+            }
+        }
         match th.state {
             State::NotStarted => {
                 th.t_first = self.now;
@@ -1279,5 +1342,251 @@ impl Sim {
             self.enqueue(t, cpu, false);
         }
         self.resched(cpu);
+    }
+}
+
+// ---- the adaptation engine's view: sensors, actuators, hosted controllers ----------------------
+
+impl Sim {
+    /// Hosts a controller: its `tick` runs every `period()` ns of simulated time (first at
+    /// now + period), after everything else scheduled at the same instant; its `on_app_event`
+    /// runs right after the event that produced the application event.
+    pub fn add_controller(&mut self, c: Box<dyn Controller>) {
+        let id = self.controllers.len();
+        let first = c.period().map(|p| self.now.saturating_add(p.max(1)));
+        self.controllers.push(Some(c));
+        if let Some(at) = first {
+            self.push_event(at, Kind::Controller, id as u32, 0);
+        }
+    }
+
+    fn run_controller(&mut self, id: usize) {
+        let Some(mut c) = self.controllers.get_mut(id).and_then(Option::take) else { return };
+        c.tick(&mut crate::kernel::SimKernel(self));
+        let next = c.period().map(|p| self.now.saturating_add(p.max(1)));
+        self.controllers[id] = Some(c);
+        if let Some(at) = next {
+            self.push_event(at, Kind::Controller, id as u32, 0);
+        }
+    }
+
+    fn dispatch_app_events(&mut self) {
+        while !self.pending_app.is_empty() {
+            let events = std::mem::take(&mut self.pending_app);
+            for ev in &events {
+                for id in 0..self.controllers.len() {
+                    if let Some(mut c) = self.controllers[id].take() {
+                        c.on_app_event(ev, &mut crate::kernel::SimKernel(self));
+                        self.controllers[id] = Some(c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A kernel handle for code outside the event loop (tests, tools) to use between runs.
+    pub fn kernel(&mut self) -> crate::kernel::SimKernel<'_> {
+        crate::kernel::SimKernel(self)
+    }
+
+    pub(crate) fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    pub(crate) fn cpu_count(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Cumulative CPU time of a thread, including the slice it is running now.
+    pub fn cpu_time(&self, t: ThreadId) -> Option<u64> {
+        let th = self.threads.get(t as usize)?;
+        let running = match th.state {
+            State::Running => {
+                let c = &self.cpus[th.cpu as usize];
+                if c.curr == Some(t) {
+                    self.now - c.exec_start
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        };
+        Some(th.stats.exec + running)
+    }
+
+    pub(crate) fn set_wake_tracing(&mut self, t: ThreadId, on: bool) -> bool {
+        let Some(th) = self.threads.get_mut(t as usize) else { return false };
+        th.wake_log = if on { Some(th.wake_log.take().unwrap_or_default()) } else { None };
+        true
+    }
+
+    pub(crate) fn drain_wake_log(&mut self, t: ThreadId, out: &mut Vec<u64>) -> bool {
+        let Some(th) = self.threads.get_mut(t as usize) else { return false };
+        if let Some(log) = th.wake_log.as_mut() {
+            out.append(log);
+        }
+        true
+    }
+
+    /// The policy a thread runs under now.
+    pub fn policy_of(&self, t: ThreadId) -> Option<Policy> {
+        self.threads.get(t as usize).map(|th| th.policy)
+    }
+
+    /// Bandwidth available to SCHED_DEADLINE on the whole platform, fixed point (BW_SHIFT):
+    /// cap_scale(u_max, Σ capacity), as `__dl_overflow()` sees it, less the fair servers.
+    pub(crate) fn dl_limit_fixed(&self) -> u64 {
+        let max_bw = to_ratio(self.cfg.rt_period_us, self.cfg.rt_runtime_us);
+        let cap: u64 = self.cpus.iter().map(|c| c.capacity).sum();
+        let servers = self.cfg.fair_server.map_or(0, |(rt, p)| to_ratio(p, rt) * self.cpus.len() as u64);
+        ((max_bw * cap) >> 10).saturating_sub(servers)
+    }
+
+    /// Current frequency and the available ones, kHz.
+    pub fn frequency(&self) -> (u32, &[u32]) {
+        (self.freq_cur, &self.cfg.freqs_khz)
+    }
+
+    /// Switches the platform's frequency (one domain); work and runtime accounting follow at once.
+    pub fn set_frequency(&mut self, khz: u32) -> Result<(), String> {
+        if !self.cfg.freqs_khz.contains(&khz) {
+            return Err(format!("{khz} kHz is not one of the available frequencies {:?}", self.cfg.freqs_khz));
+        }
+        for c in 0..self.cpus.len() {
+            self.update_curr(c);
+        }
+        self.freq_cur = khz;
+        let max = *self.cfg.freqs_khz.last().unwrap_or(&khz) as u64;
+        for c in &mut self.cpus {
+            c.speed = (c.capacity * khz as u64 / max).max(1);
+        }
+        for c in 0..self.cpus.len() {
+            self.cpus[c].armed = None;
+            self.reprogram(c);
+        }
+        Ok(())
+    }
+
+    /// `sched_setattr()`: changes a thread's policy at run time. SCHED_DEADLINE requests go
+    /// through admission control (Σ bandwidth ≤ the platform's limit) and fail with
+    /// `Err(true)` when refused (EBUSY), `Err(false)` for invalid parameters (EINVAL).
+    pub(crate) fn set_policy(&mut self, t: ThreadId, policy: Policy) -> Result<(), (bool, String)> {
+        let ti = t as usize;
+        if ti >= self.threads.len() {
+            return Err((false, format!("no thread {t}")));
+        }
+        let new_bw = match policy {
+            Policy::Deadline(r) => {
+                r.validate().map_err(|e| (false, e.to_string()))?;
+                Some(r.bw_fixed())
+            }
+            Policy::Fifo { priority } | Policy::Rr { priority } if !(1..=99).contains(&priority) => {
+                return Err((false, format!("rt priority {priority} outside 1..=99")));
+            }
+            _ => None,
+        };
+        if let Some(bw) = new_bw {
+            let others: u64 = self
+                .threads
+                .iter()
+                .enumerate()
+                .filter(|(i, th)| *i != ti && th.state != State::Exited)
+                .filter_map(|(_, th)| th.dl.map(|e| e.dl_bw))
+                .sum();
+            if others + bw > self.dl_limit_fixed() {
+                return Err((true, "SCHED_DEADLINE bandwidth would exceed the admission limit".into()));
+            }
+        }
+        let now = self.now;
+        let state = self.threads[ti].state;
+        let cpu = self.threads[ti].cpu as usize;
+        let runnable = matches!(state, State::Running | State::Queued | State::Throttled);
+        match state {
+            State::Running => {
+                self.deschedule(cpu, false);
+            }
+            State::Queued => self.dequeue(t),
+            _ => {}
+        }
+        // Take the old reservation's bandwidth out of the run queue's sums.
+        if let Some(old) = self.threads[ti].dl {
+            self.update_curr(cpu);
+            self.cpus[cpu].dl.this_bw -= old.dl_bw;
+            if old.active {
+                self.cpus[cpu].dl.running_bw -= old.dl_bw;
+            }
+            self.adjust_extra(cpu, old.dl_bw as i64);
+        }
+        let old = self.threads[ti].dl;
+        let th = &mut self.threads[ti];
+        th.timer_gen += 1; // cancels replenishment and inactive timers of the old entity
+        th.throttled = false;
+        th.policy = policy;
+        match policy {
+            Policy::Deadline(r) => {
+                let mut e = DlEntity::new(&r);
+                e.started = true;
+                match old {
+                    // As `enqueue_dl_entity(ENQUEUE_RESTORE)`: a parameter change keeps the
+                    // current (deadline, runtime) unless the deadline has passed; the new budget
+                    // applies from the next replenishment or wake-up.
+                    Some(o) if o.started && o.deadline >= now => {
+                        e.deadline = o.deadline;
+                        e.runtime = o.runtime;
+                    }
+                    _ => {
+                        e.deadline = now + e.dl_deadline;
+                        e.runtime = e.dl_runtime as i64;
+                    }
+                }
+                e.active = runnable || old.is_some_and(|o| o.active);
+                th.class = ClassId::Deadline;
+                th.dl = Some(e);
+            }
+            Policy::Fifo { priority } => {
+                (th.class, th.rt_prio, th.rr, th.dl) = (ClassId::Rt, priority, false, None);
+            }
+            Policy::Rr { priority } => {
+                (th.class, th.rt_prio, th.rr, th.dl) = (ClassId::Rt, priority, true, None);
+            }
+            Policy::Other { nice } => {
+                (th.class, th.weight, th.dl) = (ClassId::Fair, weight_of_nice(nice), None);
+            }
+            Policy::Idle => {
+                (th.class, th.weight, th.dl) = (ClassId::Fair, 3, None);
+            }
+        }
+        if let Some(e) = self.threads[ti].dl {
+            self.cpus[cpu].dl.this_bw += e.dl_bw;
+            if e.active {
+                self.cpus[cpu].dl.running_bw += e.dl_bw;
+            }
+            self.adjust_extra(cpu, -(e.dl_bw as i64));
+        }
+        if runnable {
+            let target = self.select_cpu(t);
+            self.move_bw(t, cpu, target);
+            self.enqueue(t, target, false);
+            if target != cpu {
+                self.resched(cpu);
+            }
+            self.resched(target);
+        } else if state == State::Running {
+            self.resched(cpu);
+        }
+        Ok(())
+    }
+
+    /// Moves every CPU of `cpu`'s root domain's extra (unallocated) bandwidth by `delta` / |domain|.
+    fn adjust_extra(&mut self, cpu: usize, delta: i64) {
+        let d = self.domain[cpu];
+        let members: Vec<usize> = (0..self.cpus.len()).filter(|&c| self.domain[c] == d).collect();
+        let share = delta / members.len().max(1) as i64;
+        for c in members {
+            self.update_curr(c);
+            let x = &mut self.cpus[c].dl;
+            x.extra_bw = (x.extra_bw as i64 + share).clamp(0, x.max_bw as i64) as u64;
+            self.reprogram(c);
+        }
     }
 }

@@ -6,8 +6,10 @@
 
 pub(crate) mod class;
 pub mod engine;
+pub mod kernel;
 pub mod output;
 pub mod record;
 
 pub use engine::{Sim, SimConfig, SimError};
+pub use kernel::SimKernel;
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

@@ -50,6 +50,7 @@ fn thread(i: usize, t: &Timing, policy: Policy, affinity: Option<Vec<usize>>) ->
             ],
         )],
         loops: None,
+        cooperative: false,
         job_deadline: Some(Duration(t.d)),
     }
 }

@@ -27,6 +27,7 @@ fn thread(name: &str, policy: Policy, events: Vec<Event>, affinity: Option<Vec<u
         start_delay: Duration::ZERO,
         phases: vec![Phase::new(1, events)],
         loops: None,
+        cooperative: false,
         job_deadline: None,
     }
 }

@@ -31,6 +31,9 @@ pub struct ThreadSpec {
     /// the run, rt-app `loop: -1`).
     pub phases: Vec<Phase>,
     pub loops: Option<u64>,
+    /// A cooperating application: it reports each job's begin and end to the adaptation engine
+    /// (through the client library on Linux).
+    pub cooperative: bool,
     /// Relative deadline used to judge jobs that are not SCHED_DEADLINE (defaults to the period
     /// of the thread's timer; for task sets, D).
     pub job_deadline: Option<Duration>,
@@ -89,6 +92,9 @@ pub enum Work {
     Empirical {
         samples: Vec<Duration>,
     },
+    /// `base + per_unit · u`, where u is the thread's current workUnits (set by
+    /// [`Event::WorkUnits`]): the audio paper's callback whose cost follows the number of voices.
+    Linear { base: Duration, per_unit: Duration },
 }
 
 /// Which timer a `timer` event waits on; threads naming the same reference share one timer.
@@ -130,6 +136,9 @@ pub enum Event {
     },
     /// sched_yield().
     Yield,
+    /// The thread announces that its coming jobs will do `units` work units (the audio paper's
+    /// workUnits hint); delivered at once to the adaptation engine, and used by [`Work::Linear`].
+    WorkUnits { units: u64 },
 }
 
 impl Workload {

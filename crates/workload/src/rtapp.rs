@@ -1191,7 +1191,8 @@ impl Parser<'_> {
                     start_delay: task.delay,
                     phases,
                     loops: task.loops,
-                    job_deadline: None,
+                    cooperative: false,
+                job_deadline: None,
                 });
             }
         }

@@ -122,6 +122,7 @@ pub fn from_taskset(set: &TaskSet, policy: &TaskPolicy, exec: ExecModel) -> Work
                     ],
                 )],
                 loops: None,
+                cooperative: false,
                 job_deadline: Some(t.deadline),
             }
         })

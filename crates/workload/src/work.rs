@@ -67,7 +67,7 @@ impl Work {
     /// Checks the conditions the constructors enforce (for values built from the variants).
     pub fn validate(&self) -> Result<(), WorkError> {
         match self {
-            Work::Fixed { .. } => Ok(()),
+            Work::Fixed { .. } | Work::Linear { .. } => Ok(()),
             Work::Uniform { min, max } => {
                 if min < max {
                     Ok(())
@@ -106,6 +106,18 @@ impl Work {
             Work::Fixed { ns } => *ns,
             Work::Uniform { min, max } | Work::Normal { min, max, .. } => (*min).max(*max),
             Work::Empirical { samples } => samples.iter().copied().max().unwrap_or(Duration::ZERO),
+            // Grows with the workUnits the thread announces: no bound of its own.
+            Work::Linear { .. } => Duration::MAX,
+        }
+    }
+
+    /// Draws the work of one job of a thread that last announced `units` workUnits.
+    pub fn sample_for<R: Rng + ?Sized>(&self, rng: &mut R, units: u64) -> Duration {
+        match self {
+            Work::Linear { base, per_unit } => {
+                Duration(base.0.saturating_add(per_unit.0.saturating_mul(units)))
+            }
+            other => other.sample(rng),
         }
     }
 
@@ -115,6 +127,7 @@ impl Work {
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Duration {
         match self {
             Work::Fixed { ns } => *ns,
+            Work::Linear { base, .. } => *base,
             Work::Uniform { min, max } => {
                 let (lo, hi) = ordered(*min, *max);
                 Duration(rng.random_range(lo.0..=hi.0))

@@ -1,0 +1,79 @@
+//! The simulator as a [`pacer_adapt::Kernel`]: the adaptation engine's sensors and actuators
+//! answered from simulated state, so controllers proven here are the ones that run on Linux.
+
+use pacer_adapt::{DlState, FreqState, Kernel, KernelError, Tid};
+use pacer_model::reservation::BW_SHIFT;
+use pacer_model::Policy;
+
+use crate::engine::Sim;
+
+/// A kernel handle over a running simulation.
+pub struct SimKernel<'a>(pub(crate) &'a mut Sim);
+
+impl SimKernel<'_> {
+    fn check(&self, t: Tid) -> Result<(), KernelError> {
+        if (t as usize) < self.0.thread_count() {
+            Ok(())
+        } else {
+            Err(KernelError::NoSuchThread(t))
+        }
+    }
+}
+
+impl Kernel for SimKernel<'_> {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn cpus(&self) -> usize {
+        self.0.cpu_count()
+    }
+    fn threads(&self) -> Vec<Tid> {
+        (0..self.0.thread_count() as Tid).collect()
+    }
+    fn cpu_time(&self, t: Tid) -> Result<u64, KernelError> {
+        self.0.cpu_time(t).ok_or(KernelError::NoSuchThread(t))
+    }
+    fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError> {
+        self.check(t)?;
+        self.0.set_wake_tracing(t, on);
+        Ok(())
+    }
+    fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError> {
+        self.check(t)?;
+        self.0.drain_wake_log(t, out);
+        Ok(())
+    }
+    fn dl_state(&self, t: Tid) -> Result<Option<DlState>, KernelError> {
+        self.check(t)?;
+        Ok(self.0.dl_state(t).map(|(deadline, runtime)| DlState { deadline, runtime }))
+    }
+    fn policy(&self, t: Tid) -> Result<Policy, KernelError> {
+        self.0.policy_of(t).ok_or(KernelError::NoSuchThread(t))
+    }
+    fn set_policy(&mut self, t: Tid, p: Policy) -> Result<(), KernelError> {
+        self.check(t)?;
+        self.0.set_policy(t, p).map_err(|(busy, msg)| {
+            if busy {
+                KernelError::Admission(msg)
+            } else {
+                KernelError::Invalid(msg)
+            }
+        })
+    }
+    fn dl_bandwidth_limit(&self) -> f64 {
+        self.0.dl_limit_fixed() as f64 / (1u64 << BW_SHIFT) as f64
+    }
+    fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
+        if cluster != 0 {
+            return Err(KernelError::Unsupported(format!("the simulated platform has one frequency domain, not {cluster}")));
+        }
+        let (cur, avail) = self.0.frequency();
+        Ok(FreqState { cur_khz: cur, available_khz: avail.to_vec() })
+    }
+    fn set_frequency(&mut self, cluster: usize, khz: u32) -> Result<(), KernelError> {
+        if cluster != 0 {
+            return Err(KernelError::Unsupported(format!("the simulated platform has one frequency domain, not {cluster}")));
+        }
+        self.0.set_frequency(khz).map_err(KernelError::Invalid)
+    }
+}
