@@ -60,6 +60,10 @@ pub struct SimConfig {
     /// Per-CPU fair-server reservation counted by admission control (Linux ≥ 6.12): runtime and
     /// period in ns, `None` for older kernels.
     pub fair_server: Option<(u64, u64)>,
+    /// Charge SCHED_DEADLINE runtime scale-invariantly (δ · f/f_max · capacity/1024), as Linux
+    /// does (default). `false` charges wall-clock execution, as AQuoSA did for LFS++ — the
+    /// accounting under which a frequency drop makes budgets overrun (LFS++ §6.3, Fig. 10).
+    pub scale_invariant_runtime: bool,
 }
 
 impl SimConfig {
@@ -75,6 +79,7 @@ impl SimConfig {
             rr_timeslice: RR_TIMESLICE_NS,
             freqs_khz: vec![1_000_000],
             fair_server: Some((50_000_000, 1_000_000_000)),
+            scale_invariant_runtime: true,
         }
     }
 }
@@ -692,6 +697,7 @@ impl Sim {
             return;
         }
         c.exec_start = now;
+        let scale_invariant = self.cfg.scale_invariant_runtime;
         let th = &mut self.threads[t as usize];
         th.stats.exec += delta;
         if let Some(j) = &mut th.job {
@@ -714,8 +720,10 @@ impl Sim {
                     // f/f_max · capacity/1024, except under GRUB reclaiming.
                     let charge = if e.reclaim {
                         c.dl.grub_charge(delta, e.dl_bw)
-                    } else {
+                    } else if scale_invariant {
                         ((delta as u128 * c.speed as u128) / CAPACITY_SCALE as u128) as u64
+                    } else {
+                        delta
                     };
                     e.runtime = e.runtime.saturating_sub(charge.min(i64::MAX as u64) as i64);
                 }
@@ -750,8 +758,10 @@ impl Sim {
         if let Some(e) = th.dl {
             let rate = if e.reclaim {
                 c.dl.grub_rate(e.dl_bw)
-            } else {
+            } else if self.cfg.scale_invariant_runtime {
                 (c.speed << pacer_model::reservation::BW_SHIFT) / CAPACITY_SCALE as u64
+            } else {
+                1 << pacer_model::reservation::BW_SHIFT
             };
             dt = dt.min(time_to_exhaust(e.runtime, rate));
         }
@@ -1440,6 +1450,11 @@ impl Sim {
         let cap: u64 = self.cpus.iter().map(|c| c.capacity).sum();
         let servers = self.cfg.fair_server.map_or(0, |(rt, p)| to_ratio(p, rt) * self.cpus.len() as u64);
         ((max_bw * cap) >> 10).saturating_sub(servers)
+    }
+
+    /// SCHED_DEADLINE bandwidth available on the platform, in CPUs (what admission enforces).
+    pub fn kernel_limit(&self) -> f64 {
+        self.dl_limit_fixed() as f64 / (1u64 << pacer_model::reservation::BW_SHIFT) as f64
     }
 
     /// Current frequency and the available ones, kHz.

@@ -1,0 +1,218 @@
+//! Controllers for cooperating applications, driven by application events through a fake kernel:
+//! the audio paper's proactive controller (adaptive-deadline-audio-android.txt §5.2, eqs. 3–5)
+//! and the LFS++ §7.3 adaptive-reservation baseline.
+
+mod support;
+
+use pacer_adapt::controller::{JobConfig, Measure, ProactiveConfig, ThreadOptions};
+use pacer_adapt::{AppEvent, Controller, DlState, JobController, ProactiveController};
+use support::{FakeKernel, MS};
+
+fn dl(deadline: u64, runtime: i64) -> Option<DlState> {
+    Some(DlState { deadline, runtime })
+}
+
+/// One job: begin and end events at the given deadline states.
+fn job(
+    c: &mut dyn Controller,
+    k: &mut FakeKernel,
+    begin: Option<DlState>,
+    end: Option<DlState>,
+    cpu: (u64, u64),
+) {
+    let t = k.now;
+    c.on_app_event(
+        &AppEvent::JobBegin {
+            thread: 1,
+            t,
+            dl: begin,
+            cpu_time: cpu.0,
+        },
+        k,
+    );
+    c.on_app_event(
+        &AppEvent::JobEnd {
+            thread: 1,
+            t,
+            dl: end,
+            cpu_time: cpu.1,
+        },
+        k,
+    );
+}
+
+fn units(c: &mut dyn Controller, k: &mut FakeKernel, n: u64) {
+    let t = k.now;
+    c.on_app_event(
+        &AppEvent::WorkUnits {
+            thread: 1,
+            t,
+            units: n,
+        },
+        k,
+    );
+}
+
+fn runtime(k: &FakeKernel) -> u64 {
+    k.deadline(1).expect("reserved").runtime.0
+}
+
+#[test]
+fn proactive_follows_eqs_3_4_5_with_work_units_and_overload_boost() {
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    let cfg = ProactiveConfig {
+        margin_mult: 1.2,
+        margin_offset_ns: 50_000,
+        update_every: 3,
+        overload_boost: 1.25,
+        ..ProactiveConfig::default()
+    };
+    let mut c = ProactiveController::new(cfg).unwrap();
+    c.add_thread(1, 20 * MS, ThreadOptions::default()).unwrap();
+    assert_eq!(c.period(), None, "event-driven");
+
+    // First contact, empty table → the configured maximum 0.94·T = 18.8 ms (eq. 5 would give
+    // more; the cap holds). The period is the application's: deadline = period = 20 ms.
+    units(&mut c, &mut k, 10);
+    let r = k.deadline(1).unwrap();
+    assert_eq!(
+        (r.runtime.0, r.deadline.0, r.period.0),
+        (18_800_000, 20 * MS, 20 * MS)
+    );
+    assert!(r.flags.reset_on_fork);
+
+    // Three jobs within their deadline: C_m = q_start − q_end = 2 ms (eq. 3, no postponement).
+    for i in 0..3u64 {
+        assert_eq!(runtime(&k), 18_800_000, "no update before N = 3 jobs");
+        let d = 100 * MS + i * 20 * MS;
+        job(&mut c, &mut k, dl(d, 18_800_000), dl(d, 16_800_000), (0, 0));
+    }
+    // eq. 5: Q = 1.2 · 2 ms + 50 µs = 2.45 ms.
+    assert_eq!(runtime(&k), 2_450_000);
+    let st = c.thread_status(1).unwrap();
+    assert_eq!(
+        (st.jobs, st.estimate_ns, st.last_measure),
+        (3, 2 * MS, Some(Measure::Normalised))
+    );
+
+    // workUnits 20: above the only key → proportional 4 ms → Q = 1.2·4 ms + 50 µs, immediately.
+    units(&mut c, &mut k, 20);
+    assert_eq!(runtime(&k), 4_850_000);
+
+    // An overrunning job: its deadline was postponed once (d_end − d_start = T), so
+    // C_m = 4.85 − 1.0 + 4.85·⌈20/20⌉ = 8.7 ms > Q. The EWMA of 20 units starts at 8.7 ms and the
+    // budget is updated at once with the boost: ⌈1.25·(1.2·8.7 ms + 50 µs)⌉ = 13.1125 ms.
+    job(
+        &mut c,
+        &mut k,
+        dl(200 * MS, 4_850_000),
+        dl(220 * MS, 1_000_000),
+        (0, 0),
+    );
+    assert_eq!(c.thread_status(1).unwrap().last_runtime_ns, Some(8_700_000));
+    assert_eq!(runtime(&k), 13_112_500);
+    let st = c.thread_status(1).unwrap();
+    assert!(st.boosted);
+    assert_eq!(st.overruns, 1);
+
+    // Three lighter jobs (5 ms, falling: α = 0.1): 8.7 → 8.33 → 7.997 → 7.6973 ms; the regular
+    // update drops the boost: Q = 1.2·7.6973 ms + 50 µs = 9.28676 ms.
+    for i in 0..3u64 {
+        let d = 300 * MS + i * 20 * MS;
+        job(&mut c, &mut k, dl(d, 13_112_500), dl(d, 8_112_500), (0, 0));
+        if i < 2 {
+            assert_eq!(runtime(&k), 13_112_500);
+        }
+    }
+    assert_eq!(c.table(1).unwrap().predict(20), 7_697_300);
+    assert_eq!(runtime(&k), 9_286_760);
+    let st = c.thread_status(1).unwrap();
+    assert!(!st.boosted);
+    assert_eq!((st.jobs, st.overruns, st.table_entries), (7, 1, 2));
+
+    // Back to 5 units: below the smallest key → that key's estimate (2 ms) → 2.45 ms.
+    units(&mut c, &mut k, 5);
+    assert_eq!(runtime(&k), 2_450_000);
+}
+
+#[test]
+fn proactive_without_deadline_state_measures_cpu_time() {
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    let cfg = ProactiveConfig {
+        margin_mult: 1.0,
+        update_every: 1,
+        ..ProactiveConfig::default()
+    };
+    let mut c = ProactiveController::new(cfg).unwrap();
+    c.add_thread(1, 10 * MS, ThreadOptions::default()).unwrap();
+    job(&mut c, &mut k, None, None, (5 * MS, 8 * MS));
+    let st = c.thread_status(1).unwrap();
+    assert_eq!(
+        (st.last_runtime_ns, st.last_measure),
+        (Some(3 * MS), Some(Measure::CpuTime))
+    );
+    // 3 ms ≤ the 9.4 ms in force: no overrun; N = 1 → Q = C_e = 3 ms.
+    assert_eq!(st.overruns, 0);
+    assert_eq!(runtime(&k), 3 * MS);
+}
+
+#[test]
+fn proactive_tick_reserves_the_maximum_up_front_and_release_restores() {
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    let mut c = ProactiveController::new(ProactiveConfig {
+        tick_ns: Some(10 * MS),
+        ..ProactiveConfig::default()
+    })
+    .unwrap();
+    c.add_thread(1, 10 * MS, ThreadOptions::default()).unwrap();
+    support::run_until(&mut k, &mut c, 10 * MS);
+    assert_eq!(runtime(&k), 9_400_000);
+    c.release(&mut k);
+    assert!(k.deadline(1).is_none());
+}
+
+#[test]
+fn proactive_admission_refusal_is_not_fatal() {
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    k.deny_admission = true;
+    let mut c = ProactiveController::new(ProactiveConfig::default()).unwrap();
+    c.add_thread(1, 10 * MS, ThreadOptions::default()).unwrap();
+    units(&mut c, &mut k, 3);
+    assert!(k.deadline(1).is_none());
+    assert_eq!(c.thread_status(1).unwrap().admission_refusals, 1);
+    // Without a reservation, jobs are measured by CPU time.
+    job(&mut c, &mut k, None, None, (0, 2 * MS));
+    assert_eq!(c.thread_status(1).unwrap().last_measure, Some(Measure::CpuTime));
+}
+
+#[test]
+fn job_controller_is_the_lfspp_adaptive_reservation_baseline() {
+    // Q = (1 + x)·𝒫 over job times 1, 3, 2, 1.5 ms with N = 4, p = 0.75 (j = ⌊m/4⌋).
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    let cfg = JobConfig {
+        history: 4,
+        percentile: 0.75,
+        spread: 0.15,
+        ..JobConfig::default()
+    };
+    let mut c = JobController::new(cfg).unwrap();
+    c.add_thread(1, 10 * MS, ThreadOptions::default()).unwrap();
+    let mut cpu = 0;
+    let mut seen = Vec::new();
+    for w in [MS, 3 * MS, 2 * MS, 3 * MS / 2] {
+        job(&mut c, &mut k, None, None, (cpu, cpu + w));
+        cpu += w;
+        seen.push(runtime(&k));
+    }
+    // max 1 → 1.15; max 3 → 3.45; max of 3 → 3.45; second max of 4 (2 ms) → 2.3 ms.
+    assert_eq!(seen, vec![1_150_000, 3_450_000, 3_450_000, 2_300_000]);
+    let st = c.thread_status(1).unwrap();
+    // The 3 ms job overran the 1.15 ms budget in force.
+    assert_eq!((st.jobs, st.overruns, st.predicted_ns), (4, 1, Some(2 * MS)));
+    assert_eq!(k.deadline(1).unwrap().period.0, 10 * MS);
+}
