@@ -15,6 +15,7 @@ pub mod period;
 pub mod power;
 pub mod predictor;
 pub mod supervisor;
+pub mod traceio;
 
 pub use controller::{JobController, LegacyController, ProactiveController};
 pub use kernel::{AppEvent, Controller, DlState, FreqState, Kernel, KernelError, Tid};

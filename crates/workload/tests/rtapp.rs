@@ -54,6 +54,7 @@ fn thread(name: &str, policy: Policy, loops: Option<u64>, phases: Vec<Phase>) ->
         start_delay: Duration::ZERO,
         phases,
         loops,
+        cooperative: false,
         job_deadline: None,
     }
 }
