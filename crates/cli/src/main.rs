@@ -2,6 +2,7 @@
 //! algorithm lives here (see ../../../../shared/DESIGN.md, "Layout").
 
 mod analyze;
+mod bench;
 mod demo;
 mod gen;
 mod sim;
@@ -37,6 +38,8 @@ enum Command {
     Analyze(analyze::Args),
     /// Simulate a task set or an rt-app workload on the Linux scheduling classes.
     Sim(sim::Args),
+    /// Measure pacer itself (e.g. period-detection accuracy vs window and load).
+    Bench(bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Gen(a) => gen::run(a),
         Command::Analyze(a) => analyze::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,9 +24,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::CAPACITY_SCALE;
-use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_workload::{Event, Policy, Workload};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -835,8 +835,16 @@ impl Sim {
         self.curr_keys[cpu] = self.key(t);
         if cooperative_begin {
             let th = &self.threads[t as usize];
-            let dl = th.dl.map(|e| DlState { deadline: e.deadline, runtime: e.runtime });
-            self.pending_app.push(AppEvent::JobBegin { thread: t, t: now, dl, cpu_time: th.stats.exec });
+            let dl = th.dl.map(|e| DlState {
+                deadline: e.deadline,
+                runtime: e.runtime,
+            });
+            self.pending_app.push(AppEvent::JobBegin {
+                thread: t,
+                t: now,
+                dl,
+                cpu_time: th.stats.exec,
+            });
         }
     }
 
@@ -1016,8 +1024,16 @@ impl Sim {
         });
         let th = &self.threads[t as usize];
         if th.cooperative {
-            let dl = th.dl.map(|e| DlState { deadline: e.deadline, runtime: e.runtime });
-            self.pending_app.push(AppEvent::JobEnd { thread: t, t: now, dl, cpu_time: th.stats.exec });
+            let dl = th.dl.map(|e| DlState {
+                deadline: e.deadline,
+                runtime: e.runtime,
+            });
+            self.pending_app.push(AppEvent::JobEnd {
+                thread: t,
+                t: now,
+                dl,
+                cpu_time: th.stats.exec,
+            });
         }
     }
 
@@ -1105,7 +1121,11 @@ impl Sim {
                 Event::Yield => return Step::Yield,
                 Event::WorkUnits { units } => {
                     th.units = *units;
-                    self.pending_app.push(AppEvent::WorkUnits { thread: t, t: now, units: *units });
+                    self.pending_app.push(AppEvent::WorkUnits {
+                        thread: t,
+                        t: now,
+                        units: *units,
+                    });
                 }
             }
         }
@@ -1371,7 +1391,9 @@ impl Sim {
     }
 
     fn run_controller(&mut self, id: usize) {
-        let Some(mut c) = self.controllers.get_mut(id).and_then(Option::take) else { return };
+        let Some(mut c) = self.controllers.get_mut(id).and_then(Option::take) else {
+            return;
+        };
         c.tick(&mut crate::kernel::SimKernel(self));
         let next = c.period().map(|p| self.now.saturating_add(p.max(1)));
         self.controllers[id] = Some(c);
@@ -1425,13 +1447,21 @@ impl Sim {
     }
 
     pub(crate) fn set_wake_tracing(&mut self, t: ThreadId, on: bool) -> bool {
-        let Some(th) = self.threads.get_mut(t as usize) else { return false };
-        th.wake_log = if on { Some(th.wake_log.take().unwrap_or_default()) } else { None };
+        let Some(th) = self.threads.get_mut(t as usize) else {
+            return false;
+        };
+        th.wake_log = if on {
+            Some(th.wake_log.take().unwrap_or_default())
+        } else {
+            None
+        };
         true
     }
 
     pub(crate) fn drain_wake_log(&mut self, t: ThreadId, out: &mut Vec<u64>) -> bool {
-        let Some(th) = self.threads.get_mut(t as usize) else { return false };
+        let Some(th) = self.threads.get_mut(t as usize) else {
+            return false;
+        };
         if let Some(log) = th.wake_log.as_mut() {
             out.append(log);
         }
@@ -1448,7 +1478,10 @@ impl Sim {
     pub(crate) fn dl_limit_fixed(&self) -> u64 {
         let max_bw = to_ratio(self.cfg.rt_period_us, self.cfg.rt_runtime_us);
         let cap: u64 = self.cpus.iter().map(|c| c.capacity).sum();
-        let servers = self.cfg.fair_server.map_or(0, |(rt, p)| to_ratio(p, rt) * self.cpus.len() as u64);
+        let servers = self
+            .cfg
+            .fair_server
+            .map_or(0, |(rt, p)| to_ratio(p, rt) * self.cpus.len() as u64);
         ((max_bw * cap) >> 10).saturating_sub(servers)
     }
 
@@ -1465,7 +1498,10 @@ impl Sim {
     /// Switches the platform's frequency (one domain); work and runtime accounting follow at once.
     pub fn set_frequency(&mut self, khz: u32) -> Result<(), String> {
         if !self.cfg.freqs_khz.contains(&khz) {
-            return Err(format!("{khz} kHz is not one of the available frequencies {:?}", self.cfg.freqs_khz));
+            return Err(format!(
+                "{khz} kHz is not one of the available frequencies {:?}",
+                self.cfg.freqs_khz
+            ));
         }
         for c in 0..self.cpus.len() {
             self.update_curr(c);
@@ -1509,7 +1545,10 @@ impl Sim {
                 .filter_map(|(_, th)| th.dl.map(|e| e.dl_bw))
                 .sum();
             if others + bw > self.dl_limit_fixed() {
-                return Err((true, "SCHED_DEADLINE bandwidth would exceed the admission limit".into()));
+                return Err((
+                    true,
+                    "SCHED_DEADLINE bandwidth would exceed the admission limit".into(),
+                ));
             }
         }
         let now = self.now;

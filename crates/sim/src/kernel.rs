@@ -45,7 +45,10 @@ impl Kernel for SimKernel<'_> {
     }
     fn dl_state(&self, t: Tid) -> Result<Option<DlState>, KernelError> {
         self.check(t)?;
-        Ok(self.0.dl_state(t).map(|(deadline, runtime)| DlState { deadline, runtime }))
+        Ok(self
+            .0
+            .dl_state(t)
+            .map(|(deadline, runtime)| DlState { deadline, runtime }))
     }
     fn policy(&self, t: Tid) -> Result<Policy, KernelError> {
         self.0.policy_of(t).ok_or(KernelError::NoSuchThread(t))
@@ -65,14 +68,21 @@ impl Kernel for SimKernel<'_> {
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
         if cluster != 0 {
-            return Err(KernelError::Unsupported(format!("the simulated platform has one frequency domain, not {cluster}")));
+            return Err(KernelError::Unsupported(format!(
+                "the simulated platform has one frequency domain, not {cluster}"
+            )));
         }
         let (cur, avail) = self.0.frequency();
-        Ok(FreqState { cur_khz: cur, available_khz: avail.to_vec() })
+        Ok(FreqState {
+            cur_khz: cur,
+            available_khz: avail.to_vec(),
+        })
     }
     fn set_frequency(&mut self, cluster: usize, khz: u32) -> Result<(), KernelError> {
         if cluster != 0 {
-            return Err(KernelError::Unsupported(format!("the simulated platform has one frequency domain, not {cluster}")));
+            return Err(KernelError::Unsupported(format!(
+                "the simulated platform has one frequency domain, not {cluster}"
+            )));
         }
         self.0.set_frequency(khz).map_err(KernelError::Invalid)
     }

@@ -6,6 +6,7 @@
 
 pub(crate) mod class;
 pub mod engine;
+pub mod experiments;
 pub mod kernel;
 pub mod output;
 pub mod record;

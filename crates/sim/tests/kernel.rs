@@ -41,20 +41,37 @@ fn periodic(name: &str, timer: usize, c: u64, t: u64, policy: Policy) -> ThreadS
         name,
         policy,
         vec![
-            Event::Run { work: Work::Fixed { ns: ms(c) } },
-            Event::Timer { timer: TimerId(timer), period: ms(t), mode: TimerMode::Absolute },
+            Event::Run {
+                work: Work::Fixed { ns: ms(c) },
+            },
+            Event::Timer {
+                timer: TimerId(timer),
+                period: ms(t),
+                mode: TimerMode::Absolute,
+            },
         ],
     )
 }
 
 fn sim(threads: Vec<ThreadSpec>, cfg: SimConfig) -> Sim {
-    Sim::new(Workload { threads, duration: None, ignored: vec![] }, cfg).unwrap()
+    Sim::new(
+        Workload {
+            threads,
+            duration: None,
+            ignored: vec![],
+        },
+        cfg,
+    )
+    .unwrap()
 }
 
 #[test]
 fn policy_changes_at_run_time_with_admission_control() {
     let mut s = sim(
-        vec![periodic("a", 0, 2, 10, Policy::Other { nice: 0 }), periodic("b", 1, 2, 10, Policy::Other { nice: 0 })],
+        vec![
+            periodic("a", 0, 2, 10, Policy::Other { nice: 0 }),
+            periodic("b", 1, 2, 10, Policy::Other { nice: 0 }),
+        ],
         SimConfig::new(1),
     );
     s.run_until(5 * MS, &mut Jobs::default());
@@ -66,9 +83,18 @@ fn policy_changes_at_run_time_with_admission_control() {
     assert!(k.dl_state(0).unwrap().is_some());
     // One CPU: 0.95 − 0.05 (fair server) = 0.90 available; 0.3 + 0.7 does not fit.
     let big = Reservation::new(ms(7), ms(10), ms(10));
-    assert!(matches!(k.set_policy(1, Policy::Deadline(big)), Err(KernelError::Admission(_))));
-    assert!(matches!(k.set_policy(1, Policy::Fifo { priority: 0 }), Err(KernelError::Invalid(_))));
-    assert!(matches!(k.set_policy(9, Policy::Other { nice: 0 }), Err(KernelError::NoSuchThread(9))));
+    assert!(matches!(
+        k.set_policy(1, Policy::Deadline(big)),
+        Err(KernelError::Admission(_))
+    ));
+    assert!(matches!(
+        k.set_policy(1, Policy::Fifo { priority: 0 }),
+        Err(KernelError::Invalid(_))
+    ));
+    assert!(matches!(
+        k.set_policy(9, Policy::Other { nice: 0 }),
+        Err(KernelError::NoSuchThread(9))
+    ));
     assert!((k.dl_bandwidth_limit() - 0.90).abs() < 1e-3);
     // Under its reservation thread a keeps meeting its deadlines.
     let mut jobs = Jobs::default();
@@ -79,7 +105,10 @@ fn policy_changes_at_run_time_with_admission_control() {
 
 #[test]
 fn wakeups_are_traced_on_request() {
-    let mut s = sim(vec![periodic("p", 0, 1, 8, Policy::Other { nice: 0 })], SimConfig::new(1));
+    let mut s = sim(
+        vec![periodic("p", 0, 1, 8, Policy::Other { nice: 0 })],
+        SimConfig::new(1),
+    );
     s.kernel().trace_wakeups(0, true).unwrap();
     s.run_until(40 * MS, &mut Jobs::default());
     let mut w = Vec::new();
@@ -120,7 +149,8 @@ impl Controller for Sizer {
         self.0.borrow_mut().push((k.now(), *ev));
         if let AppEvent::WorkUnits { thread, units, .. } = ev {
             let q = Duration((units / 10).max(1) * MS + 100_000);
-            k.set_policy(*thread, Policy::Deadline(Reservation::new(q, ms(20), ms(20)))).unwrap();
+            k.set_policy(*thread, Policy::Deadline(Reservation::new(q, ms(20), ms(20))))
+                .unwrap();
         }
     }
 }
@@ -129,8 +159,17 @@ impl Controller for Sizer {
 fn work_units_hints_reach_controllers_before_the_job_runs() {
     // As an audio app does, the hint for the next callback comes at the end of the current one;
     // on Linux a new budget applies from the next activation (the current one keeps its runtime).
-    let run = || Event::Run { work: Work::Linear { base: Duration::ZERO, per_unit: Duration::from_us(100) } };
-    let timer = || Event::Timer { timer: TimerId(0), period: ms(20), mode: TimerMode::Absolute };
+    let run = || Event::Run {
+        work: Work::Linear {
+            base: Duration::ZERO,
+            per_unit: Duration::from_us(100),
+        },
+    };
+    let timer = || Event::Timer {
+        timer: TimerId(0),
+        period: ms(20),
+        mode: TimerMode::Absolute,
+    };
     let events = vec![
         Event::WorkUnits { units: 20 },
         run(),
@@ -140,7 +179,11 @@ fn work_units_hints_reach_controllers_before_the_job_runs() {
         Event::WorkUnits { units: 20 },
         timer(),
     ];
-    let mut t = spec("synth", Policy::Deadline(Reservation::new(ms(3), ms(20), ms(20))), events);
+    let mut t = spec(
+        "synth",
+        Policy::Deadline(Reservation::new(ms(3), ms(20), ms(20))),
+        events,
+    );
     t.cooperative = true;
     let mut s = sim(vec![t], SimConfig::new(1));
     let log = Rc::new(RefCell::new(Vec::new()));
@@ -153,8 +196,16 @@ fn work_units_hints_reach_controllers_before_the_job_runs() {
     let rf: Vec<(u64, u64)> = jobs.0.iter().map(|j| (j.release / MS, j.finish / MS)).collect();
     assert_eq!(&rf[..3], &[(0, 2), (20, 32), (40, 42)]);
     let log = log.borrow();
-    assert!(log.iter().any(|(_, e)| matches!(e, AppEvent::WorkUnits { units: 120, t, .. } if *t == 2 * MS)));
-    let begins = log.iter().filter(|(_, e)| matches!(e, AppEvent::JobBegin { .. })).count();
-    let ends = log.iter().filter(|(_, e)| matches!(e, AppEvent::JobEnd { .. })).count();
+    assert!(log
+        .iter()
+        .any(|(_, e)| matches!(e, AppEvent::WorkUnits { units: 120, t, .. } if *t == 2 * MS)));
+    let begins = log
+        .iter()
+        .filter(|(_, e)| matches!(e, AppEvent::JobBegin { .. }))
+        .count();
+    let ends = log
+        .iter()
+        .filter(|(_, e)| matches!(e, AppEvent::JobEnd { .. }))
+        .count();
     assert!(begins >= 3 && ends >= 3);
 }

@@ -1,0 +1,213 @@
+//! Experiment drivers that combine the simulator with the adaptation engine, used by
+//! `pacer bench …` and the benchmarks in docs/BENCHMARKS.md.
+//!
+//! [`period_detection`] reproduces the LFS++ wake-up-tracing experiment (lfspp-legacy-multimedia
+//! §7.4, Fig. 8–9): the period of a multimedia-like program is detected from its traced wake-ups
+//! for a given observation window, while background SCHED_FIFO load shifts the wake-ups that
+//! happen inside its jobs (its I/O completions), so only the job activations stay periodic.
+
+use pacer_adapt::period::{analyse, PeriodConfig, PeriodEstimate};
+use pacer_model::{Duration, Policy};
+use pacer_workload::{Event, Phase, ThreadSpec, TimerId, TimerMode, Work, Workload};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::{JobRecord, Observer, Sim, SimConfig};
+
+struct Nothing;
+impl Observer for Nothing {
+    fn job(&mut self, _: &JobRecord) {}
+}
+
+/// One trial of the period-detection experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeriodTrial {
+    pub seed: u64,
+    pub true_period_ns: u64,
+    /// Detected period, `None` when the analyser answered "not periodic".
+    pub detected_ns: Option<u64>,
+    /// |detected − true| / true.
+    pub error: Option<f64>,
+    /// Wake-ups the analyser saw.
+    pub events: usize,
+    /// Wall time of the analysis, ns.
+    pub analysis_ns: u64,
+}
+
+/// Runs one trial: a program with period `period_ns` (three wake-ups per job: the timer and two
+/// I/O completions) on one CPU next to SCHED_FIFO load of total utilisation `load` (four tasks,
+/// UUniFast-like split, periods 5–50 ms), traced for `window_ns` after 0.5 s of warm-up.
+pub fn period_trial(period_ns: u64, load: f64, window_ns: u64, seed: u64, cfg: &PeriodConfig) -> PeriodTrial {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let us = Duration::from_us;
+    // The traced program: decode, wait for I/O, decode, wait, output — ~12 % of the CPU at 33 ms.
+    let app = ThreadSpec {
+        name: "player".into(),
+        policy: Policy::Other { nice: 0 },
+        affinity: None,
+        start_delay: Duration(rng.random_range(0..period_ns)),
+        phases: vec![Phase::new(
+            1,
+            vec![
+                Event::Run {
+                    work: Work::Uniform {
+                        min: us(1_500),
+                        max: us(2_500),
+                    },
+                },
+                Event::Sleep { duration: us(1_000) },
+                Event::Run {
+                    work: Work::Uniform {
+                        min: us(500),
+                        max: us(1_500),
+                    },
+                },
+                Event::Sleep { duration: us(500) },
+                Event::Run {
+                    work: Work::Fixed { ns: us(500) },
+                },
+                Event::Timer {
+                    timer: TimerId(0),
+                    period: Duration(period_ns),
+                    mode: TimerMode::Absolute,
+                },
+            ],
+        )],
+        loops: None,
+        cooperative: false,
+        job_deadline: None,
+    };
+    let mut threads = vec![app];
+    if load > 0.0 {
+        // Split the load over four periodic SCHED_FIFO tasks (sorted uniform cuts of [0, load]).
+        let mut cuts: Vec<f64> = (0..3).map(|_| rng.random_range(0.0..load)).collect();
+        cuts.push(0.0);
+        cuts.push(load);
+        cuts.sort_by(f64::total_cmp);
+        for i in 0..4 {
+            let u = cuts[i + 1] - cuts[i];
+            let t = (5.0 * 10f64.powf(rng.random_range(0.0..1.0))) as u64 * 1_000_000; // 5–50 ms
+            let c = ((u * t as f64) as u64).max(1);
+            threads.push(ThreadSpec {
+                name: format!("rt{i}"),
+                policy: Policy::Fifo {
+                    priority: 50 + i as u8,
+                },
+                affinity: None,
+                start_delay: Duration(rng.random_range(0..t)),
+                phases: vec![Phase::new(
+                    1,
+                    vec![
+                        Event::Run {
+                            work: Work::Fixed { ns: Duration(c) },
+                        },
+                        Event::Timer {
+                            timer: TimerId(1 + i),
+                            period: Duration(t),
+                            mode: TimerMode::Absolute,
+                        },
+                    ],
+                )],
+                loops: None,
+                cooperative: false,
+                job_deadline: None,
+            });
+        }
+    }
+    let mut sc = SimConfig::new(1);
+    sc.seed = seed;
+    let mut sim = Sim::new(
+        Workload {
+            threads,
+            duration: None,
+            ignored: vec![],
+        },
+        sc,
+    )
+    .expect("valid experiment workload");
+    let warmup = 500_000_000;
+    sim.run_until(warmup, &mut Nothing);
+    let mut k = sim.kernel();
+    pacer_adapt::Kernel::trace_wakeups(&mut k, 0, true).expect("thread 0 exists");
+    sim.run_until(warmup + window_ns, &mut Nothing);
+    let mut ts = Vec::new();
+    pacer_adapt::Kernel::drain_wakeups(&mut sim.kernel(), 0, &mut ts).expect("thread 0 exists");
+    let started = std::time::Instant::now();
+    let est = analyse(&ts, cfg);
+    let analysis_ns = started.elapsed().as_nanos() as u64;
+    let detected_ns = match est {
+        PeriodEstimate::Periodic { period_ns, .. } => Some(period_ns),
+        PeriodEstimate::NotPeriodic { .. } => None,
+    };
+    PeriodTrial {
+        seed,
+        true_period_ns: period_ns,
+        detected_ns,
+        error: detected_ns.map(|d| (d as f64 - period_ns as f64).abs() / period_ns as f64),
+        events: ts.len(),
+        analysis_ns,
+    }
+}
+
+/// Aggregate of trials at one (window, load) point.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeriodPoint {
+    pub window_ns: u64,
+    pub load: f64,
+    pub trials: usize,
+    /// Fraction of trials whose detected period is within 1 % of the truth.
+    pub within_1pct: f64,
+    /// Median relative error over the trials that detected a period.
+    pub median_error: Option<f64>,
+    pub max_error: Option<f64>,
+    /// Median events analysed and median analysis time, ns.
+    pub median_events: usize,
+    pub median_analysis_ns: u64,
+}
+
+fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    Some(v[v.len() / 2])
+}
+
+/// Runs `trials` seeded trials at one point; periods drawn from multimedia rates (24–60 fps and
+/// audio-like 10–40 ms), seeds `seed..seed+trials`.
+pub fn period_point(
+    window_ns: u64,
+    load: f64,
+    trials: usize,
+    seed: u64,
+    cfg: &PeriodConfig,
+) -> (PeriodPoint, Vec<PeriodTrial>) {
+    const PERIODS: [u64; 6] = [
+        41_666_667, 40_000_000, 33_366_700, 16_683_350, 10_000_000, 23_219_955,
+    ];
+    let runs: Vec<PeriodTrial> = (0..trials as u64)
+        .map(|i| {
+            period_trial(
+                PERIODS[i as usize % PERIODS.len()],
+                load,
+                window_ns,
+                seed + i,
+                cfg,
+            )
+        })
+        .collect();
+    let errors: Vec<f64> = runs.iter().filter_map(|r| r.error).collect();
+    let point = PeriodPoint {
+        window_ns,
+        load,
+        trials,
+        within_1pct: runs.iter().filter(|r| r.error.is_some_and(|e| e <= 0.01)).count() as f64
+            / trials.max(1) as f64,
+        median_error: median(errors.clone()),
+        max_error: errors.iter().copied().reduce(f64::max),
+        median_events: median(runs.iter().map(|r| r.events).collect()).unwrap_or(0),
+        median_analysis_ns: median(runs.iter().map(|r| r.analysis_ns).collect()).unwrap_or(0),
+    };
+    (point, runs)
+}
