@@ -53,9 +53,19 @@ pub enum AppEvent {
     /// The coming jobs will do `units` work units (the audio paper's workUnits hint).
     WorkUnits { thread: Tid, t: u64, units: u64 },
     /// A job (callback) begins; `dl` is the thread's deadline state at that instant.
-    JobBegin { thread: Tid, t: u64, dl: Option<DlState>, cpu_time: u64 },
+    JobBegin {
+        thread: Tid,
+        t: u64,
+        dl: Option<DlState>,
+        cpu_time: u64,
+    },
     /// A job ends.
-    JobEnd { thread: Tid, t: u64, dl: Option<DlState>, cpu_time: u64 },
+    JobEnd {
+        thread: Tid,
+        t: u64,
+        dl: Option<DlState>,
+        cpu_time: u64,
+    },
 }
 
 /// Sensors and actuators of a kernel.

@@ -21,37 +21,71 @@
 //!    `h·f_i`, `h = 1..k_max`, `h·f_i ≤ f_max` (the harmonic sum `Σ_i`);
 //! 6. the candidate with the highest `Σ_i` is the task's rate.
 //!
-//! # What this module adds (each documented where it is implemented)
+//! # What this module adds (each switchable through [`AnalysisOptions`])
+//! The additions were each driven by a failure of steps 1–6 measured on synthetic traces (see
+//! `tests/period.rs`); [`AnalysisOptions::paper`] turns them off.
 //! - **Short-window guard.** Candidates below `min_cycles / H` are ignored: a frequency with
 //!   fewer cycles in the window than that is indistinguishable from the side lobes of the
 //!   always-present peak at 0 Hz (the paper's reason for `f_min > 0`, made window-aware).
-//! - **Octave check** ([`AnalysisOptions::octave_check`]). Step 6 alone can pick a sub-harmonic:
-//!   when `f_max`, not `k_max`, limits the sum, a noise peak at `f_0/2` collects every harmonic of
-//!   `f_0` *plus* noise in between and beats `f_0`. Among the candidates harmonically related to
-//!   the winner, the lowest one whose own non-shared harmonics carry energy is chosen instead
-//!   (see [`SUPPORT_RATIO`]). This turns the paper's informal rule "the distance between two main
-//!   peaks is the frequency of the first main peak" into a test.
+//! - **Octave check.** Step 6 picks a harmonic `m·f_0` when spurious events or burst phases
+//!   make it outscore `f_0` (seen in up to 7 of 30 traces of a 40 ms period with 30 % spurious
+//!   events), and can pick a sub-harmonic: when `f_max`, not `k_max`, bounds the sum, a noise
+//!   peak at `f_0/2` collects every harmonic of `f_0` *plus* noise. So among the candidates
+//!   harmonically related to the winner, the lowest one that is not a sub-harmonic of another
+//!   (its harmonics not shared with the other being noise, see [`OFF_HARMONIC_SIGNIFICANCE`],
+//!   or weak, see [`SUBHARMONIC_RATIO`]) is chosen. This turns the paper's informal rule "the
+//!   distance between two main peaks is the frequency of the first main peak" into a test.
 //! - **Refinement.** The grid limits precision to `±δf/2` (0.5 % of a 10 Hz rate with
-//!   `δf = 0.1 Hz`). The winning grid peak is refined by parabolic interpolation and then by
-//!   safeguarded Newton iterations on the Hann-tapered periodogram `|Σ_i w_i e^{−j2πf t_i}|²`
-//!   (the taper removes the leakage of the 0 Hz peak and of the negative-frequency image, which
-//!   would otherwise bias the maximum by up to a few tenths of a percent on 1 s windows), to the
-//!   precision allowed by the jitter of the trace (≈ 0.01–0.1 % on a 1 s window).
+//!   `δf = 0.1 Hz`). The chosen grid peak is refined by parabolic interpolation and then by
+//!   safeguarded Newton iterations on the Hann-tapered periodogram `Σ_h |Σ_i w_i e^{−j2πhf t_i}|²`,
+//!   first on the fundamental, then adding harmonics (each multiplies the phase slope, hence the
+//!   precision, by `h`). The taper removes the leakage of the 0 Hz peak and of the
+//!   negative-frequency image, which would otherwise bias the maximum by up to a few tenths of a
+//!   percent on 1 s windows. Result on 1 s windows: 0.005–0.05 % mean error with 0.2 ms of
+//!   jitter, 0.2 % with 2 ms of jitter on a 100 ms period (10 jobs): limited by the jitter.
+//! - **Significance.** Step 3's `α·mean` threshold cannot both keep sparse trains (a 10-event
+//!   comb has peaks only ~4× its mean) and reject noise (a Rayleigh maximum over ~500
+//!   independent frequencies reaches 3× the mean in a third of 1 s windows). The chosen
+//!   harmonic series must therefore also be improbable for aperiodic events: its power, with
+//!   the mean rate's 0 Hz leakage removed, over the local noise floor, tested against a Gamma
+//!   tail corrected for the search over the band (`significance` below); p-value at most
+//!   [`AnalysisOptions::max_false_alarm`]. Measured on 1 s windows: no false "periodic" in
+//!   2400 windows of Poisson (10–3000 events/s) and bursty random arrivals (jobs of 1–3
+//!   wake-ups), and none from 2 s up; the p-values are conservative (P(p < 0.1) ≈ 1 %).
+//!   A step-6 winner that fails is passed over for the next candidate by harmonic sum (a strong
+//!   single peak at 285 Hz loses step 6 to low-frequency noise, whose ten harmonic windows
+//!   collect ten times the noise floor, when spurious events outnumber the real ones 2:1).
 //! - **Confidence** in `[0, 1]`: `sqrt(coherence · dominance)`, where `coherence` is the
 //!   normalised tapered peak height `|Σ w_i e^{−j2πf*t_i}| / Σ w_i` (1 for a perfect train of one
 //!   event per period; lowered by jitter, spurious events and spread-out bursts) and `dominance`
 //!   is `1 − Σ_runner-up / Σ_chosen`, the runner-up being the best candidate *not* harmonically
 //!   related to the chosen one (harmonics support the choice, they do not compete with it).
 //!
+//! Known limits (measured, see `tests/period.rs`):
+//! - with fewer than ~10 jobs in the window *and* every impairment at once (bursts, 20 %
+//!   spurious, 10 % missing, jitter), the fundamental's grid peak can sit 2δf off, its step-5
+//!   windows `h·f ± ε` then miss the true harmonics, and a harmonic wins (1 trace in 40 for a
+//!   100 ms period on a 1 s window);
+//! - on very short windows holding only ~5–8 random bursts of wake-ups, random times fit some
+//!   comb too easily for the asymptotic test (15 % of 0.3 s windows of 15 random 3-wake-up
+//!   jobs/s were called periodic, 2 % at 0.5 s, none from 1 s);
+//! - a real structure at twice the period that is strong enough (an extra mid-period wake-up
+//!   every other job for over a third of the jobs) is reported as 2P ([`SUBHARMONIC_RATIO`]).
+//!
+//! Longer windows remove the first two.
+//!
 //! # Cost (eq. 3 and 5) and the fast path
 //! Eq. 3 counts `O = N·(f_max − f_min)/δf` complex exponentials (≈ 1.5 M for 300 events and the
-//! default grid). Calling `sin`/`cos` for each costs ~50 ms; instead each event gets its phasor
+//! default grid). Calling `sin`/`cos` for each costs ~100× the fast path (17 ms for 75 events on
+//! the benchmark machine, against 0.17 ms); instead each event gets its phasor
 //! `z_i = e^{−j2π f_min t_i}` and rotation `r_i = e^{−j2π δf t_i}` once, and the grid is walked by
 //! complex multiplication `z_i ← z_i·r_i`. The walk runs in `f32` lanes of 8 events (AVX when the
 //! CPU has it, the same operations in portable code otherwise, bit-for-bit identical results so
 //! the analyser stays deterministic across machines), re-seeded every [`RESEED`] frequencies
-//! from `f64` master phasors so rounding cannot accumulate. The heuristic then scans `E` samples
-//! (eq. 5), and the refinement costs a few `O(N)` passes.
+//! from `f64` master phasors so rounding cannot accumulate. Each pass over the events computes
+//! 4 frequencies. The heuristic then scans `E` samples (eq. 5); the refinement
+//! moves each event's phasor by a short Taylor series per Newton step instead of a `sin_cos`.
+//! Measured by `cargo bench -p pacer-adapt --bench period` (`benches/period.rs`).
 //!
 //! [`SpectrumAccumulator`] is the iterative form the paper mentions ("this computation can be
 //! made iteratively"): it keeps the complex spectrum and adds (or, for a sliding window, removes)
@@ -74,7 +108,7 @@ const _: () = assert!(RESEED.is_power_of_two());
 
 /// Octave check, for a candidate `f` whose only harmonics in the band are `f` and `m·f`: `f` is
 /// taken for a sub-harmonic of `m·f` when its peak is below this fraction of the peak at `m·f`
-/// (with more harmonics in the band the check looks at which of them are real peaks instead).
+/// (with more harmonics in the band the check looks at the other harmonics instead).
 pub const SUPPORT_RATIO: f64 = 0.5;
 
 /// Newton iterations of the refinement (it converges in 3–5 from the interpolated grid peak).
@@ -84,8 +118,26 @@ const MAX_REFINE_ITERATIONS: usize = 30;
 /// as a sub-harmonic of `m·f`) when their joint Gamma tail against the noise floor exceeds this.
 pub const OFF_HARMONIC_SIGNIFICANCE: f64 = 1e-3;
 
+/// Octave check: a candidate `f` whose harmonics not shared with `m·f` average less than this
+/// fraction of the shared ones is a sub-harmonic of `m·f`, however significant they are. Bursty
+/// jobs bound it from above: their burst phases modulate the harmonics of the real rate, and
+/// jobs of 3 wake-ups at 0, 0.15 and 0.3 of the period have ratios of 0.35–0.5 for some `m`
+/// (0.35 already misses a third of such traces). So a 2P structure at least this strong — an
+/// extra mid-period wake-up every other job in over a third of the jobs — is reported as 2P.
+pub const SUBHARMONIC_RATIO: f64 = 0.25;
+
 /// Harmonics the refinement and the significance test look at, at most (`k_max` caps it too).
 const MAX_HARMONICS: usize = 64;
+
+/// Significance test: independent events per harmonic admitted in the statistic (see
+/// `significance`). Measured on 1 s windows: 2 gives no false "periodic" in 2400 windows of
+/// Poisson and bursty random arrivals (10–300 jobs/s) and misses none of 320 periodic traces
+/// (P = 33.3 and 100 ms, every impairment); 3 misses 10-job trains with 2 ms jitter, 1.5 lets
+/// random trains through.
+const EVENTS_PER_HARMONIC: f64 = 2.0;
+
+/// Candidates tried, in decreasing harmonic sum, until one has a significant harmonic series.
+const MAX_SIGNIFICANCE_TRIES: usize = 8;
 
 /// How many candidates a [`PeriodEstimate::Periodic`] reports.
 pub const MAX_CANDIDATES: usize = 5;
@@ -237,7 +289,7 @@ impl PeriodConfig {
             return Err(PeriodConfigError::Step(self.df_hz));
         }
         let samples = (self.f_max_hz - self.f_min_hz) / self.df_hz;
-        if !(samples < MAX_GRID as f64) {
+        if samples >= MAX_GRID as f64 {
             return Err(PeriodConfigError::TooManySamples {
                 samples,
                 max: MAX_GRID,
@@ -333,7 +385,8 @@ pub struct Analysis {
     pub peaks: usize,
     /// Candidates left after the threshold (step 3).
     pub candidates: usize,
-    /// The grid frequency chosen before refinement, Hz.
+    /// The grid frequency chosen (after the octave check, before refinement), Hz; for a trace
+    /// found not significant, the first candidate tested.
     pub grid_freq_hz: Option<f64>,
     /// The candidate with the highest harmonic sum (step 6), Hz, before the octave check.
     pub heuristic_freq_hz: Option<f64>,
@@ -433,7 +486,9 @@ pub fn analyse_detailed(
     if let Some(early) = precheck(timestamps_ns.len(), t_max - t_min, cfg, opts) {
         return Ok(early);
     }
-    let tau = relative_seconds(timestamps_ns, t_min);
+    // Sorted, so that the f32 sums, hence the result, do not depend on the input order.
+    let mut tau = relative_seconds(timestamps_ns, t_min);
+    tau.sort_unstable_by(f64::total_cmp);
     let amplitude = spectrum_of(&tau, grid);
     Ok(analyse_core(&amplitude, grid, &tau, t_max - t_min, cfg, opts))
 }
@@ -443,7 +498,9 @@ pub fn spectrum(timestamps_ns: &[u64], cfg: &PeriodConfig) -> Result<Spectrum, P
     cfg.validate()?;
     let grid = cfg.grid();
     let t_min = timestamps_ns.iter().copied().min().unwrap_or(0);
-    let tau = relative_seconds(timestamps_ns, t_min);
+    // Sorted as in `analyse_detailed`, so that this is exactly the spectrum it analyses.
+    let mut tau = relative_seconds(timestamps_ns, t_min);
+    tau.sort_unstable_by(f64::total_cmp);
     Ok(Spectrum {
         f_start_hz: grid.f_start,
         df_hz: grid.df,
@@ -577,7 +634,10 @@ fn analyse_core(
 
     // Step 4: nothing left → not periodic.
     if cands.is_empty() {
-        let best = maxima.iter().copied().max_by(|&a, &b| amplitude[a].total_cmp(&amplitude[b]));
+        let best = maxima
+            .iter()
+            .copied()
+            .max_by(|&a, &b| amplitude[a].total_cmp(&amplitude[b]));
         let detail = match best {
             Some(k) => format!(
                 "; highest peak {:.1} at {:.2} Hz, {:.2}× the mean",
@@ -602,52 +662,83 @@ fn analyse_core(
     }
 
     // Step 6: highest harmonic sum; ties go to the lower frequency ("the first main peak").
-    let mut best = 0;
-    for (i, c) in cands.iter().enumerate() {
-        if c.hsum > cands[best].hsum {
-            best = i;
-        }
-    }
-    out.heuristic_freq_hz = Some(cands[best].freq);
+    // Extension: a winner whose harmonic series is not significant is passed over for the next
+    // candidate in that order (see the module documentation); with the test off this is step 6.
+    let mut order: Vec<usize> = (0..cands.len()).collect();
+    order.sort_by(|&a, &b| {
+        cands[b]
+            .hsum
+            .total_cmp(&cands[a].hsum)
+            .then(cands[a].freq.total_cmp(&cands[b].freq))
+    });
+    out.heuristic_freq_hz = Some(cands[order[0]].freq);
 
     let noise = NoiseFloor::new(amplitude, grid, h, n);
-    let chosen = if opts.octave_check {
-        octave_check(amplitude, grid, &cands, best, threshold, &noise, cfg)
-    } else {
-        best
+    let mut taper = Taper::new(tau, h);
+    let band = (grid.freq(grid.len - 1) - f_lo.max(grid.f_start)).max(0.0);
+    let mut tried: Vec<usize> = Vec::new();
+    let mut first_failure = None;
+    let mut accepted = None;
+    for &best in order.iter().take(MAX_SIGNIFICANCE_TRIES) {
+        let chosen = if opts.octave_check {
+            octave_check(amplitude, grid, &cands, best, threshold, &noise, cfg)
+        } else {
+            best
+        };
+        if tried.contains(&chosen) {
+            continue;
+        }
+        tried.push(chosen);
+        let f_grid = cands[chosen].freq;
+        let freq = if opts.refine {
+            let k_h = harmonics_in_band(f_grid, grid, cfg).min(MAX_HARMONICS);
+            refine(amplitude, grid, cands[chosen].k, &mut taper, k_h)
+        } else {
+            f_grid
+        };
+        // Significance of the harmonic series against the local noise floor.
+        let k_h = harmonics_in_band(freq, grid, cfg).clamp(1, MAX_HARMONICS);
+        let p_value = significance(&mut taper, freq, k_h, band, &noise);
+        if p_value <= opts.max_false_alarm {
+            accepted = Some((chosen, freq, p_value));
+            break;
+        }
+        if first_failure.is_none() {
+            out.grid_freq_hz = Some(f_grid);
+            out.p_value = Some(p_value);
+            first_failure = Some(format!(
+                "best harmonic series ({freq:.2} Hz, {k_h} harmonic{}) is not significant: p = {p_value:.2e} > {:.0e}",
+                if k_h == 1 { "" } else { "s" },
+                opts.max_false_alarm
+            ));
+        }
+    }
+    let Some((chosen, freq, p_value)) = accepted else {
+        let others = tried.len().saturating_sub(1);
+        let more = if others > 0 {
+            format!(
+                ", nor are the next {others} candidate{}",
+                if others == 1 { "'s" } else { "s'" }
+            )
+        } else {
+            String::new()
+        };
+        out.estimate = PeriodEstimate::NotPeriodic {
+            reason: format!("{}{more}", first_failure.unwrap_or_default()),
+        };
+        return out;
     };
     let f_grid = cands[chosen].freq;
     out.grid_freq_hz = Some(f_grid);
-
-    let mut taper = Taper::new(tau, h);
-    let freq = if opts.refine {
-        refine(amplitude, grid, cands[chosen].k, &mut taper, harmonics_in_band(f_grid, grid, cfg).min(MAX_HARMONICS))
-    } else {
-        f_grid
-    };
-
-    // Significance of the chosen harmonic series against the local noise floor.
-    let k_h = harmonics_in_band(freq, grid, cfg).clamp(1, MAX_HARMONICS);
-    let band = (grid.freq(grid.len - 1) - f_lo.max(grid.f_start)).max(0.0);
-    let p_value = significance(&mut taper, freq, k_h, band, &noise);
     out.p_value = Some(p_value);
-    if p_value > opts.max_false_alarm {
-        out.estimate = PeriodEstimate::NotPeriodic {
-            reason: format!(
-                "best harmonic series ({freq:.2} Hz, {k_h} harmonic{}) is not significant: \
-                 p = {p_value:.2e} > {:.0e}",
-                if k_h == 1 { "" } else { "s" },
-                opts.max_false_alarm
-            ),
-        };
-        return out;
-    }
 
     // Dominance over the best candidate that is not harmonically related to the chosen one.
     let runner_up = cands
         .iter()
         .enumerate()
-        .filter(|&(i, c)| i != chosen && !harmonically_related(c.freq, f_grid, cfg.k_max, cfg.eps_hz, grid.df))
+        .filter(|&(i, c)| {
+            i != chosen && !harmonically_related(c.freq, f_grid, cfg.k_max, cfg.eps_hz, grid.df)
+        })
         .map(|(_, c)| c.hsum)
         .fold(0.0, f64::max);
     let chosen_sum = cands[chosen].hsum;
@@ -660,10 +751,8 @@ fn analyse_core(
     let confidence = (coherence.clamp(0.0, 1.0) * dominance).sqrt();
 
     // Candidates: the chosen one first, then by decreasing harmonic sum.
-    let mut order: Vec<usize> = (0..cands.len()).filter(|&i| i != chosen).collect();
-    order.sort_by(|&a, &b| cands[b].hsum.total_cmp(&cands[a].hsum).then(a.cmp(&b)));
     let candidates = std::iter::once(chosen)
-        .chain(order)
+        .chain(order.into_iter().filter(|&i| i != chosen))
         .take(MAX_CANDIDATES)
         .map(|i| Candidate {
             freq_hz: cands[i].freq,
@@ -719,8 +808,8 @@ fn harmonically_related(a: f64, b: f64, k_max: usize, eps: f64, df: f64) -> bool
 }
 
 /// The octave check (module documentation): among the candidates harmonically related to the
-/// step-6 winner (itself included), the lowest that is not a [`subharmonic`]; the winner if all
-/// are.
+/// step-6 winner (itself included), the lowest that is not a [`subharmonic_of`] another of them;
+/// the winner if all are.
 fn octave_check(
     amplitude: &[f64],
     grid: Grid,
@@ -736,41 +825,66 @@ fn octave_check(
         .collect();
     related.sort_by(|&a, &b| cands[a].freq.total_cmp(&cands[b].freq));
     related
-        .into_iter()
-        .find(|&i| !subharmonic(amplitude, grid, cands[i].freq, threshold, noise, cfg))
+        .iter()
+        .copied()
+        .find(|&i| {
+            !related
+                .iter()
+                .any(|&j| subharmonic_of(amplitude, grid, &cands[i], &cands[j], threshold, noise, cfg))
+        })
         .unwrap_or(best)
 }
 
-/// Whether `f` looks like the sub-harmonic `f_0/m` of a real rate `f_0 = m·f`, for some
-/// `m = 2..=k_max`: `m·f` is a peak above the step-3 threshold and higher than `f` itself, and
-/// the harmonics of `f` that `f_0` does not explain (`h ≥ 2`, `m ∤ h`) are jointly
-/// indistinguishable from noise: `Σ |S(h·f)|²/σ²(h·f)` over them (peak heights within `±ε`,
-/// `σ²` the local [`NoiseFloor`]) has a Gamma tail above [`OFF_HARMONIC_SIGNIFICANCE`]. When
-/// `f` has no such harmonic in the band, `f` is a sub-harmonic if its peak is below
-/// [`SUPPORT_RATIO`] of the one at `m·f`.
+/// Whether candidate `low` is the sub-harmonic `f_0/m` of the rate `f_0` of candidate `high`
+/// (`m ≥ 2`): `high` is above the step-3 threshold and higher than `low`, and the harmonics
+/// `h·f_0/m` that `f_0` does not explain (`h ≥ 2`, `m ∤ h`) are either jointly
+/// indistinguishable from noise — `Σ |S(h·f_0/m)|²/σ²` over them (peak heights within `±ε`,
+/// `σ²` the local [`NoiseFloor`]) has a Gamma tail above [`OFF_HARMONIC_SIGNIFICANCE`] — or, on
+/// average, below [`SUBHARMONIC_RATIO`] of the harmonics shared with `f_0` (a weak but real
+/// structure at `f_0/m`, such as an extra wake-up every other job, does not make it the rate).
+/// When no such harmonic is in the band, `low` is a sub-harmonic if its peak is below
+/// [`SUPPORT_RATIO`] of `high`'s. The harmonics are placed from `high`, whose peak is the
+/// better located: a weak line's grid peak can be a few δf off, which `h` multiplies.
 ///
 /// A real fundamental passes: either its own peak is the higher one, or its other harmonics
-/// carry energy — even when the phases of bursty jobs suppress some of them (jobs of 3 wake-ups
-/// at 0, 0.15 and 0.3 of the period weaken harmonics 2–5 to a fifth of harmonics 6–7).
-fn subharmonic(amplitude: &[f64], grid: Grid, f: f64, threshold: f64, noise: &NoiseFloor, cfg: &PeriodConfig) -> bool {
+/// carry comparable energy — even when the phases of bursty jobs suppress some of them (jobs of
+/// 3 wake-ups at 0, 0.15 and 0.3 of the period weaken harmonics 2–5 to a fifth of harmonics 6–7).
+fn subharmonic_of(
+    amplitude: &[f64],
+    grid: Grid,
+    low: &Peak,
+    high: &Peak,
+    threshold: f64,
+    noise: &NoiseFloor,
+    cfg: &PeriodConfig,
+) -> bool {
+    let m = (high.freq / low.freq).round();
+    if m < 2.0 || (high.freq - m * low.freq).abs() > cfg.eps_hz + m * grid.df {
+        return false;
+    }
+    if high.amp < threshold || low.amp >= high.amp {
+        return false;
+    }
+    let m = m as usize;
+    let f = high.freq / m as f64;
     let heights: Vec<f64> = (1..=harmonics_in_band(f, grid, cfg))
         .map(|h| peak_near(amplitude, grid, h as f64 * f, cfg.eps_hz))
         .collect();
-    (2..=heights.len()).any(|m| {
-        let fundamental = heights[m - 1];
-        if fundamental < threshold || heights[0] >= fundamental {
-            return false;
-        }
-        let off: Vec<usize> = (2..=heights.len()).filter(|h| h % m != 0).collect();
-        if off.is_empty() {
-            return heights[0] < SUPPORT_RATIO * fundamental;
-        }
-        let z: f64 = off
-            .iter()
-            .map(|&h| heights[h - 1].powi(2) / noise.at(h as f64 * f))
-            .sum();
-        gamma_tail(off.len(), z) > OFF_HARMONIC_SIGNIFICANCE
-    })
+    let off: Vec<usize> = (2..=heights.len()).filter(|h| h % m != 0).collect();
+    if off.is_empty() {
+        return low.amp < SUPPORT_RATIO * high.amp;
+    }
+    let mean = |hs: &mut dyn Iterator<Item = usize>| {
+        let (sum, n) = hs.fold((0.0, 0usize), |(s, n), h| (s + heights[h - 1], n + 1));
+        sum / n.max(1) as f64
+    };
+    let z: f64 = off
+        .iter()
+        .map(|&h| heights[h - 1].powi(2) / noise.at(h as f64 * f))
+        .sum();
+    let on_mean = mean(&mut (m..=heights.len()).step_by(m));
+    let off_mean = mean(&mut off.iter().copied());
+    gamma_tail(off.len(), z) > OFF_HARMONIC_SIGNIFICANCE || off_mean < SUBHARMONIC_RATIO * on_mean
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -935,7 +1049,8 @@ impl Taper {
 /// `(cos x, sin x)` by Taylor series, for `|x| ≤ 0.5` (truncation error below 2e-11).
 fn small_cos_sin(x: f64) -> (f64, f64) {
     let x2 = x * x;
-    let s = x * (1.0 - x2 / 6.0 * (1.0 - x2 / 20.0 * (1.0 - x2 / 42.0 * (1.0 - x2 / 72.0 * (1.0 - x2 / 110.0)))));
+    let s =
+        x * (1.0 - x2 / 6.0 * (1.0 - x2 / 20.0 * (1.0 - x2 / 42.0 * (1.0 - x2 / 72.0 * (1.0 - x2 / 110.0)))));
     let c = 1.0 - x2 / 2.0 * (1.0 - x2 / 12.0 * (1.0 - x2 / 30.0 * (1.0 - x2 / 56.0 * (1.0 - x2 / 90.0))));
     (c, s)
 }
@@ -974,7 +1089,7 @@ fn refine(amplitude: &[f64], grid: Grid, k: usize, taper: &mut Taper, k_h: usize
 
 /// Upper tail `P(X > z)` of a Gamma(k, 1) variable (the sum of `k` unit exponentials), integer k.
 fn gamma_tail(k: usize, z: f64) -> f64 {
-    if !(z > 0.0) {
+    if z.is_nan() || z <= 0.0 {
         return 1.0;
     }
     if z > 745.0 + 40.0 * k as f64 {
@@ -989,10 +1104,14 @@ fn gamma_tail(k: usize, z: f64) -> f64 {
 }
 
 /// Local noise power of the sampled spectrum: the median of `|S|²` over consecutive blocks of
-/// `2·max(50 Hz, 50/H, 10·δf)`, divided by ln 2 (for aperiodic events `|S|²` is exponential,
-/// whose median is ln 2 times its mean). The median ignores the few samples under peaks; blocks
-/// of ≥ 100 independent cells keep its relative error near 10 %, and they are narrow enough to
-/// follow the slow variation of the noise of bursty but aperiodic events.
+/// `2·max(20 Hz, 20/H, 10·δf)`, divided by ln 2 (for aperiodic events `|S|²` is exponential,
+/// whose median is ln 2 times its mean); at a frequency, the largest of its block's and the two
+/// neighbouring blocks' values. The median ignores the few samples under peaks. The noise of
+/// bursty aperiodic events is not flat — jobs of K wake-ups at fixed offsets scale it by
+/// `|Σ_k e^{−j2πfφ_k}|²`, which swings by up to K² over ~1/φ Hz — so blocks stay narrow and the
+/// upper envelope over neighbours keeps the estimate from falling below the local level where
+/// that factor peaks (measured: this turns 3 % false "periodic" verdicts on 1 s windows of
+/// 10 random 3-wake-up jobs/s into none in 1200, without losing real trains).
 struct NoiseFloor {
     start: f64,
     width: f64,
@@ -1001,7 +1120,7 @@ struct NoiseFloor {
 
 impl NoiseFloor {
     fn new(amplitude: &[f64], grid: Grid, h: f64, n: usize) -> Self {
-        let width = 2.0 * 50.0f64.max(50.0 / h).max(10.0 * grid.df);
+        let width = 2.0 * 20.0f64.max(20.0 / h).max(10.0 * grid.df);
         let per_block = ((width / grid.df).round() as usize).clamp(1, amplitude.len());
         let floor = 1e-12 * n.max(1) as f64;
         let mut scratch = Vec::with_capacity(per_block);
@@ -1021,14 +1140,31 @@ impl NoiseFloor {
         }
     }
 
+    /// `n_eff = N²/max σ²`: N for Poisson arrivals, the number of jobs for jobs of K wake-ups
+    /// (whose low-frequency noise power is `jobs·K²`), large for periodic trains.
+    fn independent_events(&self, n: usize) -> f64 {
+        let n = n as f64;
+        n * n / self.power.iter().copied().fold(f64::MIN_POSITIVE, f64::max)
+    }
+
     fn at(&self, f: f64) -> f64 {
         let i = ((f - self.start) / self.width).floor().max(0.0) as usize;
-        self.power[i.min(self.power.len() - 1)]
+        let i = i.min(self.power.len() - 1);
+        let (lo, hi) = (i.saturating_sub(1), (i + 1).min(self.power.len() - 1));
+        self.power[lo..=hi].iter().copied().fold(0.0, f64::max)
     }
 }
 
 /// p-value of the harmonic series `h·f`, `h = 1..k_h`, corrected for the search over a band of
 /// `band` Hz (the module documentation, "Significance").
+///
+/// The harmonics are independent under the null hypothesis only when the window holds many
+/// independent events: with few (a sparse trace, or few bursts of wake-ups), random times that
+/// happen to line up roughly with a comb make all harmonics large at once and the Gamma tail
+/// below is far too small. So at most `n_eff/`[`EVENTS_PER_HARMONIC`] harmonics enter the
+/// statistic, `n_eff = N²/max σ²` being the number of independent events (N for Poisson
+/// arrivals; the number of jobs for jobs of K wake-ups, whose low-frequency noise is `jobs·K²`;
+/// large for periodic trains, whose spectrum between the lines is small).
 ///
 /// Statistic: `Z_k = Σ_{h ≤ k} |S̃(h·f)|² / σ²(h·f)`, `S̃` from [`Taper::harmonics`] (mean rate
 /// removed) and `σ²` the [`NoiseFloor`]. For aperiodic events `|S̃|²/σ²` is a unit exponential
@@ -1039,6 +1175,8 @@ impl NoiseFloor {
 /// and by `k_h`, since the best `k` is taken.
 fn significance(taper: &mut Taper, f: f64, k_h: usize, band: f64, noise: &NoiseFloor) -> f64 {
     let h = taper.h;
+    let n_eff = noise.independent_events(taper.u.len());
+    let k_h = k_h.min(((n_eff / EVENTS_PER_HARMONIC).floor() as usize).max(1));
     let (mut z, mut h2) = (0.0, 0.0);
     let mut p = 1.0f64;
     for (i, (re, im)) in taper.harmonics(f, k_h).into_iter().enumerate() {
@@ -1173,7 +1311,12 @@ fn kernel_avx_entry(zr: &mut [f32], zi: &mut [f32], rr: &[f32], ri: &[f32], out:
 fn kernel_avx(zr: &mut [f32], zi: &mut [f32], rr: &[f32], ri: &[f32], out: &mut [f64]) {
     use std::arch::x86_64::*;
     let groups = zr.len() / LANES;
-    assert!(zi.len() == zr.len() && rr.len() == zr.len() && ri.len() == zr.len() && zr.len() % LANES == 0);
+    assert!(
+        zi.len() == zr.len()
+            && rr.len() == zr.len()
+            && ri.len() == zr.len()
+            && zr.len().is_multiple_of(LANES)
+    );
     let (pzr, pzi, prr, pri) = (zr.as_mut_ptr(), zi.as_mut_ptr(), rr.as_ptr(), ri.as_ptr());
     for block in out.chunks_mut(FREQ_BLOCK) {
         let nf = block.len();
@@ -1233,7 +1376,7 @@ fn kernel_avx(zr: &mut [f32], zi: &mut [f32], rr: &[f32], ri: &[f32], out: &mut 
 // ---------------------------------------------------------------------------------------------
 
 /// Frequencies per interleaved chain in [`SpectrumAccumulator`]'s update.
-const ACC_LANES: usize = 4;
+const ACC_LANES: usize = 8;
 /// Steps between re-normalisations of the accumulator's f64 phasors.
 const ACC_RENORM: usize = 64;
 
@@ -1405,43 +1548,62 @@ impl SpectrumAccumulator {
         analyse_core(&self.amplitudes(), self.grid, &tau, window, &self.cfg, &self.opts)
     }
 
-    /// Adds `sign · e^{−j2πf_k(t − origin)}` to every frequency: 4 interleaved recurrence chains
-    /// (frequencies `4q + l`) stepping by `r⁴`, re-normalised every [`ACC_RENORM`] steps.
+    /// Adds `sign · e^{−j2πf_k(t − origin)}` to every frequency: [`ACC_LANES`] interleaved
+    /// recurrence chains (frequencies `L·q + l`) stepping by `r^L`, re-normalised every
+    /// [`ACC_RENORM`] steps. The loop is compiled twice, with and without AVX (same operations,
+    /// no FMA, so the same results), and chosen at run time.
     fn add(&mut self, t_ns: u64, origin: u64, sign: f64) {
         let t = (t_ns as i128 - origin as i128) as f64 * 1e-9;
         let g = self.grid;
         let turn = |f: f64| (-TAU * (f * t).fract()).sin_cos();
-        let mut zr = [0.0; ACC_LANES];
-        let mut zi = [0.0; ACC_LANES];
-        for l in 0..ACC_LANES {
-            let (s, c) = turn(g.f_start + l as f64 * g.df);
-            (zr[l], zi[l]) = (sign * c, sign * s);
-        }
-        let (sr, cr) = turn(ACC_LANES as f64 * g.df);
-        for (q, (re, im)) in self
-            .re
-            .chunks_exact_mut(ACC_LANES)
-            .zip(self.im.chunks_exact_mut(ACC_LANES))
-            .enumerate()
+        let seeds: [(f64, f64); ACC_LANES] = std::array::from_fn(|l| turn(g.f_start + l as f64 * g.df));
+        let z = [seeds.map(|(_, c)| sign * c), seeds.map(|(s, _)| sign * s)];
+        let step = turn(ACC_LANES as f64 * g.df);
+        #[cfg(target_arch = "x86_64")]
         {
+            if std::arch::is_x86_feature_detected!("avx") {
+                // SAFETY: the CPU reported AVX.
+                unsafe { accumulate_avx(&mut self.re, &mut self.im, z, step) };
+                return;
+            }
+        }
+        accumulate(&mut self.re, &mut self.im, z, step);
+    }
+}
+
+/// The loop of [`SpectrumAccumulator::add`]: `S_k += z_k`, `z_{k+L} = z_k·r^L`, written as
+/// straight-line operations on lane arrays so that it vectorises.
+#[inline(always)]
+fn accumulate(re: &mut [f64], im: &mut [f64], mut z: [[f64; ACC_LANES]; 2], (sr, cr): (f64, f64)) {
+    let block = ACC_LANES * ACC_RENORM;
+    for (re, im) in re.chunks_mut(block).zip(im.chunks_mut(block)) {
+        for (re, im) in re.chunks_exact_mut(ACC_LANES).zip(im.chunks_exact_mut(ACC_LANES)) {
             for l in 0..ACC_LANES {
-                re[l] += zr[l];
-                im[l] += zi[l];
-                let (a, b) = (zr[l], zi[l]);
-                zr[l] = a * cr - b * sr;
-                zi[l] = a * sr + b * cr;
+                re[l] += z[0][l];
+                im[l] += z[1][l];
             }
-            if q % ACC_RENORM == ACC_RENORM - 1 {
-                // One Newton step towards |z| = 1 (times |sign| = 1): the magnitude error of
-                // f64 rotations is ~1e-16 per step, this keeps it from ever growing.
-                for l in 0..ACC_LANES {
-                    let k = 1.5 - 0.5 * (zr[l] * zr[l] + zi[l] * zi[l]);
-                    zr[l] *= k;
-                    zi[l] *= k;
-                }
-            }
+            let [a, b] = z;
+            z = [
+                std::array::from_fn(|l| a[l] * cr - b[l] * sr),
+                std::array::from_fn(|l| a[l] * sr + b[l] * cr),
+            ];
+        }
+        // One Newton step towards |z| = 1 (|sign| = 1): the magnitude error of f64 rotations
+        // is ~1e-16 per step; this keeps it from ever growing.
+        let k: [f64; ACC_LANES] =
+            std::array::from_fn(|l| 1.5 - 0.5 * (z[0][l] * z[0][l] + z[1][l] * z[1][l]));
+        for l in 0..ACC_LANES {
+            z[0][l] *= k[l];
+            z[1][l] *= k[l];
         }
     }
+}
+
+/// [`accumulate`] compiled for AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn accumulate_avx(re: &mut [f64], im: &mut [f64], z: [[f64; ACC_LANES]; 2], step: (f64, f64)) {
+    accumulate(re, im, z, step)
 }
 
 #[cfg(test)]
@@ -1459,9 +1621,24 @@ mod tests {
         assert_eq!(d.k_max, 10);
         let p = AnalysisOptions::paper();
         assert!(!p.octave_check && !p.refine);
-        assert!(AnalysisOptions { min_cycles: f64::NAN, ..p.clone() }.validate().is_err());
-        assert!(AnalysisOptions { max_false_alarm: 0.0, ..p.clone() }.validate().is_err());
-        assert!(AnalysisOptions { max_false_alarm: 1.5, ..p }.validate().is_err());
+        assert!(AnalysisOptions {
+            min_cycles: f64::NAN,
+            ..p.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(AnalysisOptions {
+            max_false_alarm: 0.0,
+            ..p.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(AnalysisOptions {
+            max_false_alarm: 1.5,
+            ..p
+        }
+        .validate()
+        .is_err());
     }
 
     #[test]
@@ -1584,6 +1761,36 @@ mod tests {
         assert_eq!(o1, o2);
         assert_eq!(zr1, zr2);
         assert_eq!(zi1, zi2);
+    }
+
+    #[test]
+    fn accumulator_loops_agree_bit_for_bit() {
+        let n = 4 * ACC_LANES * ACC_RENORM + 3 * ACC_LANES;
+        let z = [
+            std::array::from_fn(|l| (l as f64 * 0.3).cos()),
+            std::array::from_fn(|l| -(l as f64 * 0.3).sin()),
+        ];
+        let step = (-0.0123f64).sin_cos();
+        let (mut re1, mut im1) = (vec![0.5; n], vec![-0.25; n]);
+        let (mut re2, mut im2) = (re1.clone(), im1.clone());
+        accumulate(&mut re1, &mut im1, z, step);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU reported AVX.
+            unsafe { accumulate_avx(&mut re2, &mut im2, z, step) };
+        } else {
+            accumulate(&mut re2, &mut im2, z, step);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        accumulate(&mut re2, &mut im2, z, step);
+        assert_eq!(re1, re2);
+        assert_eq!(im1, im2);
+        // And it is the sum it claims: S_k += e^{-j(θ_l + k·φ)} for the chain of lane l.
+        let k = 2 * ACC_LANES * ACC_RENORM + 5;
+        let (lane, q) = (k % ACC_LANES, k / ACC_LANES);
+        let angle = -(lane as f64 * 0.3) - 0.0123 * q as f64;
+        assert!((re1[k] - 0.5 - angle.cos()).abs() < 1e-12);
+        assert!((im1[k] + 0.25 - angle.sin()).abs() < 1e-12);
     }
 
     #[test]

@@ -97,7 +97,9 @@ impl FromStr for WakeupEvent {
             "auto" => Ok(WakeupEvent::Auto),
             "wakeup" => Ok(WakeupEvent::Wakeup),
             "waking" => Ok(WakeupEvent::Waking),
-            _ => Err(format!("unknown wake-up event `{s}`: expected auto, wakeup or waking")),
+            _ => Err(format!(
+                "unknown wake-up event `{s}`: expected auto, wakeup or waking"
+            )),
         }
     }
 }
@@ -119,9 +121,10 @@ impl TraceFilter {
     }
 
     fn matches(&self, comm: &str, tid: u32) -> bool {
-        let comm_ok = self.comm.as_deref().is_none_or(|want| {
-            want == comm || (want.len() > COMM_LEN && truncate(want, COMM_LEN) == comm)
-        });
+        let comm_ok = self
+            .comm
+            .as_deref()
+            .is_none_or(|want| want == comm || (want.len() > COMM_LEN && truncate(want, COMM_LEN) == comm));
         comm_ok && self.tid.is_none_or(|t| t == tid)
     }
 }
@@ -161,12 +164,9 @@ pub struct WakeupTrace {
 /// Why a trace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    // The cause is in the message, not a `source`: error chains would print it twice.
     #[error("{file}: {err}")]
-    Io {
-        file: String,
-        #[source]
-        err: std::io::Error,
-    },
+    Io { file: String, err: std::io::Error },
     #[error("{file}:{line}: expected {expected}, found `{found}`")]
     Parse {
         file: String,
@@ -217,9 +217,16 @@ pub fn read_file(path: &Path, format: TraceFormat, filter: &TraceFilter) -> Resu
 }
 
 /// Parses trace text; `file` names it in errors.
-pub fn parse_str(text: &str, file: &str, format: TraceFormat, filter: &TraceFilter) -> Result<WakeupTrace, TraceError> {
+pub fn parse_str(
+    text: &str,
+    file: &str,
+    format: TraceFormat,
+    filter: &TraceFilter,
+) -> Result<WakeupTrace, TraceError> {
     let format = match format {
-        TraceFormat::Auto => detect_format(text).ok_or_else(|| TraceError::UnknownFormat { file: file.into() })?,
+        TraceFormat::Auto => {
+            detect_format(text).ok_or_else(|| TraceError::UnknownFormat { file: file.into() })?
+        }
         f => f,
     };
     match format {
@@ -313,7 +320,11 @@ fn parse_seconds(s: &str) -> Result<u64, &'static str> {
         return Err("");
     }
     let too_big = " below 1.8e10 s";
-    let secs: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_big)? };
+    let secs: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| too_big)?
+    };
     let mut ns: u64 = 0;
     for (i, b) in frac.bytes().take(9).enumerate() {
         ns += u64::from(b - b'0') * 10u64.pow(8 - i as u32);
@@ -363,14 +374,19 @@ fn event_line(line: &str) -> Option<EventLine<'_>> {
         t.strip_suffix(':')
             .and_then(|t| t.split_once('.'))
             .is_some_and(|(a, b)| {
-                !a.is_empty() && !b.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit())
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_digit())
+                    && b.bytes().all(|c| c.is_ascii_digit())
             })
     };
     let is_event = |t: &str| {
         t.strip_suffix(':').is_some_and(|name| {
             !name.is_empty()
                 && name.bytes().any(|c| c.is_ascii_alphabetic())
-                && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+                && name
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
                 && name.matches(':').count() <= 1
                 && !name.starts_with(':')
                 && !name.ends_with(':')
@@ -426,7 +442,9 @@ fn woken(payload: &str) -> Option<(&str, u32)> {
         let last = &rest[at + 1..];
         let trailer = last.starts_with("CPU:")
             || last.starts_with("success=")
-            || (last.starts_with('[') && last.ends_with(']') && last[1..last.len() - 1].parse::<i64>().is_ok());
+            || (last.starts_with('[')
+                && last.ends_with(']')
+                && last[1..last.len() - 1].parse::<i64>().is_ok());
         if !trailer {
             break;
         }
@@ -436,7 +454,12 @@ fn woken(payload: &str) -> Option<(&str, u32)> {
     Some((comm, pid.parse().ok()?))
 }
 
-fn parse_events(text: &str, file: &str, format: TraceFormat, filter: &TraceFilter) -> Result<WakeupTrace, TraceError> {
+fn parse_events(
+    text: &str,
+    file: &str,
+    format: TraceFormat,
+    filter: &TraceFilter,
+) -> Result<WakeupTrace, TraceError> {
     let perf = format == TraceFormat::Perf;
     let mut any_event = false;
     // (time, kind, tid, comm index)
@@ -472,7 +495,8 @@ fn parse_events(text: &str, file: &str, format: TraceFormat, filter: &TraceFilte
             }
             _ => {}
         }
-        let t = parse_seconds(ev.time).map_err(|_| err("a time in seconds before the event name", ev.time))?;
+        let t =
+            parse_seconds(ev.time).map_err(|_| err("a time in seconds before the event name", ev.time))?;
         let (comm, tid) = woken(ev.payload).ok_or_else(|| {
             err(
                 "the woken thread as `comm=NAME pid=TID …` or `NAME:TID [PRIO] CPU:N`",
@@ -538,7 +562,12 @@ fn parse_events(text: &str, file: &str, format: TraceFormat, filter: &TraceFilte
             wakeups,
         })
         .collect();
-    threads.sort_by(|a, b| b.wakeups.cmp(&a.wakeups).then(a.tid.cmp(&b.tid)).then(a.comm.cmp(&b.comm)));
+    threads.sort_by(|a, b| {
+        b.wakeups
+            .cmp(&a.wakeups)
+            .then(a.tid.cmp(&b.tid))
+            .then(a.comm.cmp(&b.comm))
+    });
     Ok(WakeupTrace {
         format,
         timestamps_ns: ts,
@@ -572,10 +601,19 @@ mod tests {
 
     #[test]
     fn payloads() {
-        assert_eq!(woken("comm=mplayer pid=1234 prio=120 target_cpu=001"), Some(("mplayer", 1234)));
-        assert_eq!(woken("comm=Web Content pid=77 prio=120 success=1 target_cpu=002"), Some(("Web Content", 77)));
+        assert_eq!(
+            woken("comm=mplayer pid=1234 prio=120 target_cpu=001"),
+            Some(("mplayer", 1234))
+        );
+        assert_eq!(
+            woken("comm=Web Content pid=77 prio=120 success=1 target_cpu=002"),
+            Some(("Web Content", 77))
+        );
         assert_eq!(woken("mplayer:1234 [120] CPU:001"), Some(("mplayer", 1234)));
-        assert_eq!(woken("kworker/u8:2:97 [120] success=1 CPU:003"), Some(("kworker/u8:2", 97)));
+        assert_eq!(
+            woken("kworker/u8:2:97 [120] success=1 CPU:003"),
+            Some(("kworker/u8:2", 97))
+        );
         assert_eq!(woken("dl-task:42 [-1] CPU:000"), Some(("dl-task", 42)));
         assert_eq!(woken("garbage"), None);
         assert_eq!(woken("comm=x pid=abc"), None);
@@ -590,7 +628,14 @@ mod tests {
         assert_eq!(event_line(l).unwrap().event, "sched:sched_waking");
         let l = "          <idle>-0     (-----) [003] dnh3 6824711.826810: sched_wakeup: comm=rcuos/0 pid=11 prio=120 target_cpu=003";
         let e = event_line(l).unwrap();
-        assert_eq!((e.time, e.event, e.payload), ("6824711.826810", "sched_wakeup", "comm=rcuos/0 pid=11 prio=120 target_cpu=003"));
+        assert_eq!(
+            (e.time, e.event, e.payload),
+            (
+                "6824711.826810",
+                "sched_wakeup",
+                "comm=rcuos/0 pid=11 prio=120 target_cpu=003"
+            )
+        );
         assert!(event_line("cpus=4").is_none());
         assert!(event_line("version = 6").is_none());
     }

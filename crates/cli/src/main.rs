@@ -5,6 +5,7 @@ mod analyze;
 mod bench;
 mod demo;
 mod gen;
+mod period;
 mod sim;
 mod table;
 
@@ -38,6 +39,8 @@ enum Command {
     Analyze(analyze::Args),
     /// Simulate a task set or an rt-app workload on the Linux scheduling classes.
     Sim(sim::Args),
+    /// Detect a thread's period from a recorded wake-up trace (LFS++ period analyser).
+    Period(period::Args),
     /// Measure pacer itself (e.g. period-detection accuracy vs window and load).
     Bench(bench::Args),
 }
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Period(a) => period::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

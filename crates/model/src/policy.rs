@@ -21,4 +21,3 @@ pub enum Policy {
     /// SCHED_DEADLINE with a CBS reservation.
     Deadline(Reservation),
 }
-

@@ -4,8 +4,8 @@
 //!
 //! Units: integer nanoseconds ([`Duration`]). rt-app files are in microseconds; the parser converts.
 
-pub use pacer_model::Policy;
 use pacer_model::Duration;
+pub use pacer_model::Policy;
 use serde::Serialize;
 
 /// A set of threads to run, plus global settings.
@@ -94,7 +94,10 @@ pub enum Work {
     },
     /// `base + per_unit · u`, where u is the thread's current workUnits (set by
     /// [`Event::WorkUnits`]): the audio paper's callback whose cost follows the number of voices.
-    Linear { base: Duration, per_unit: Duration },
+    Linear {
+        base: Duration,
+        per_unit: Duration,
+    },
 }
 
 /// Which timer a `timer` event waits on; threads naming the same reference share one timer.

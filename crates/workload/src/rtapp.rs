@@ -1192,7 +1192,7 @@ impl Parser<'_> {
                     phases,
                     loops: task.loops,
                     cooperative: false,
-                job_deadline: None,
+                    job_deadline: None,
                 });
             }
         }
