@@ -405,3 +405,49 @@ fn sim_rejects_bad_input() {
     ]);
     assert_clean_error(&unwritable, &["/nonexistent/dir/jobs.csv"]);
 }
+
+fn adapt_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../adapt/tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn period_detects_a_recorded_trace_and_rejects_bad_ones() {
+    let f = adapt_fixture("perf-sched-wakeup.txt");
+    let out = pacer(&["period", &f, "--comm", "mplayer", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = v.to_string();
+    assert!(s.contains("period"), "{s}");
+    let human = pacer(&["period", &f, "--comm", "mplayer"]);
+    assert!(text(&human.stdout).contains("33.3"), "{}", text(&human.stdout));
+    let bad = adapt_fixture("perf-malformed.txt");
+    assert_clean_error(&pacer(&["period", &bad]), &["perf-malformed.txt:5", "expected"]);
+    assert_clean_error(
+        &pacer(&["period", "/nonexistent/trace.txt"]),
+        &["/nonexistent/trace.txt"],
+    );
+}
+
+#[test]
+fn bench_period_measures_and_reports() {
+    let out = pacer(&[
+        "bench",
+        "period",
+        "--trials",
+        "2",
+        "--windows",
+        "1s",
+        "--loads",
+        "0,0.3",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["window_sweep"][0]["within_1pct"], 1.0);
+    assert_eq!(v["load_sweep"].as_array().unwrap().len(), 2);
+    assert_clean_error(&pacer(&["bench", "period", "--loads", "1.5"]), &["--loads"]);
+}
