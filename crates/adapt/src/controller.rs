@@ -281,6 +281,30 @@ impl Default for ThreadOptions {
     }
 }
 
+/// The checks every controller makes before taking a thread with a known period: not already
+/// controlled, a period the kernel accepts with room for the minimum budget, a positive weight.
+fn check_new_thread(
+    duplicate: bool,
+    tid: Tid,
+    period_ns: u64,
+    max_bandwidth: f64,
+    min_budget_ns: u64,
+    opts: &ThreadOptions,
+) -> Result<(), ControllerError> {
+    if duplicate {
+        return Err(ControllerError::Duplicate(tid));
+    }
+    if !period_in_range(period_ns) || cap_q(period_ns, max_bandwidth) < min_budget_ns {
+        return Err(ControllerError::BadPeriod(period_ns));
+    }
+    if !(opts.weight.is_finite() && opts.weight > 0.0) {
+        return Err(ControllerError::Config(format!(
+            "thread {tid}: weight must be > 0"
+        )));
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // LFS++.
 
@@ -1127,18 +1151,15 @@ impl ProactiveController {
         period_ns: u64,
         opts: ThreadOptions,
     ) -> Result<(), ControllerError> {
-        if self.threads.contains_key(&tid) {
-            return Err(ControllerError::Duplicate(tid));
-        }
+        check_new_thread(
+            self.threads.contains_key(&tid),
+            tid,
+            period_ns,
+            self.cfg.max_bandwidth,
+            self.cfg.min_budget_ns,
+            &opts,
+        )?;
         let max = cap_q(period_ns, self.cfg.max_bandwidth);
-        if !period_in_range(period_ns) || max < self.cfg.min_budget_ns {
-            return Err(ControllerError::BadPeriod(period_ns));
-        }
-        if !(opts.weight.is_finite() && opts.weight > 0.0) {
-            return Err(ControllerError::Config(format!(
-                "thread {tid}: weight must be > 0"
-            )));
-        }
         self.threads.insert(
             tid,
             ProactiveThread {
@@ -1439,17 +1460,14 @@ impl JobController {
         period_ns: u64,
         opts: ThreadOptions,
     ) -> Result<(), ControllerError> {
-        if self.threads.contains_key(&tid) {
-            return Err(ControllerError::Duplicate(tid));
-        }
-        if !period_in_range(period_ns) || cap_q(period_ns, self.cfg.max_bandwidth) < self.cfg.min_budget_ns {
-            return Err(ControllerError::BadPeriod(period_ns));
-        }
-        if !(opts.weight.is_finite() && opts.weight > 0.0) {
-            return Err(ControllerError::Config(format!(
-                "thread {tid}: weight must be > 0"
-            )));
-        }
+        check_new_thread(
+            self.threads.contains_key(&tid),
+            tid,
+            period_ns,
+            self.cfg.max_bandwidth,
+            self.cfg.min_budget_ns,
+            &opts,
+        )?;
         let predictor = Percentile::new(self.cfg.history, self.cfg.percentile)?;
         self.threads.insert(
             tid,
