@@ -1,0 +1,257 @@
+//! Thread discovery and per-thread CPU time from procfs, and pidfds so a recycled PID is never
+//! touched.
+//!
+//! Follows proc(5) and Documentation/scheduler/sched-stats.rst: `/proc/PID/task/` lists a
+//! process's threads, `/proc/PID/task/TID/schedstat` starts with the thread's time on CPU in
+//! nanoseconds (the only precise CPU time of *another* process's thread: per-thread CPU clocks
+//! only work inside one's own thread group), and `/proc/PID/task/TID/comm` is the thread name.
+//! Pidfds follow pidfd_open(2): the descriptor refers to one process for its whole life and
+//! polls readable once it exits, so checking it *after* a procfs read proves the data came from
+//! that process and not from a new one that reused the PID.
+//!
+//! The parsing functions take a root directory ([`ProcFs::new`]) so they can be tested against
+//! a fake /proc tree.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use crate::sched::{LinuxError, Tid};
+
+/// A procfs mount (normally `/proc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcFs {
+    root: PathBuf,
+}
+
+impl Default for ProcFs {
+    fn default() -> Self {
+        ProcFs::system()
+    }
+}
+
+/// Maps a failed procfs access: a missing file means the thread (or process) is gone.
+fn io_err(path: &Path, tid: Tid, e: io::Error) -> LinuxError {
+    if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
+        LinuxError::NoSuchThread {
+            tid,
+            path: path.to_path_buf(),
+        }
+    } else {
+        LinuxError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    }
+}
+
+impl ProcFs {
+    /// The system's `/proc`.
+    pub fn system() -> ProcFs {
+        ProcFs::new("/proc")
+    }
+
+    /// A procfs tree rooted at `root` (a real mount or a fake one in tests).
+    pub fn new(root: impl Into<PathBuf>) -> ProcFs {
+        ProcFs { root: root.into() }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn task_dir(&self, pid: Tid) -> PathBuf {
+        self.root.join(pid.to_string()).join("task")
+    }
+
+    /// The thread ids of process `pid`, ascending. Entries that are not numbers are ignored
+    /// (procfs has none, but a fake tree might).
+    pub fn threads_of(&self, pid: Tid) -> Result<Vec<Tid>, LinuxError> {
+        let dir = self.task_dir(pid);
+        let entries = fs::read_dir(&dir).map_err(|e| io_err(&dir, pid, e))?;
+        let mut tids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_err(&dir, pid, e))?;
+            if let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<Tid>().ok()) {
+                tids.push(tid);
+            }
+        }
+        tids.sort_unstable();
+        Ok(tids)
+    }
+
+    /// Cumulative time on CPU of thread `tid` of process `pid`, ns: the first field of
+    /// `/proc/PID/task/TID/schedstat`.
+    pub fn cpu_time(&self, pid: Tid, tid: Tid) -> Result<u64, LinuxError> {
+        let path = self.task_dir(pid).join(tid.to_string()).join("schedstat");
+        let text = fs::read_to_string(&path).map_err(|e| io_err(&path, tid, e))?;
+        parse_schedstat(&text).ok_or_else(|| LinuxError::Parse {
+            path,
+            what: "CPU time (first schedstat field, ns)",
+            content: text.chars().take(200).collect(),
+        })
+    }
+
+    /// The name of thread `tid` of process `pid` (`/proc/PID/task/TID/comm`, without the newline).
+    pub fn comm(&self, pid: Tid, tid: Tid) -> Result<String, LinuxError> {
+        let path = self.task_dir(pid).join(tid.to_string()).join("comm");
+        let text = fs::read_to_string(&path).map_err(|e| io_err(&path, tid, e))?;
+        Ok(text.strip_suffix('\n').unwrap_or(&text).to_string())
+    }
+}
+
+/// The first field of a schedstat line ("run_ns wait_ns timeslices"); `None` when malformed.
+fn parse_schedstat(text: &str) -> Option<u64> {
+    let mut fields = text.split_ascii_whitespace();
+    let run = fields.next()?.parse::<u64>().ok()?;
+    // A real schedstat always has three fields; fewer means this is not a schedstat file.
+    if fields.count() != 2 {
+        return None;
+    }
+    Some(run)
+}
+
+/// [`ProcFs::threads_of`] on `/proc`.
+pub fn threads_of(pid: Tid) -> Result<Vec<Tid>, LinuxError> {
+    ProcFs::system().threads_of(pid)
+}
+
+/// [`ProcFs::cpu_time`] on `/proc`.
+pub fn cpu_time(pid: Tid, tid: Tid) -> Result<u64, LinuxError> {
+    ProcFs::system().cpu_time(pid, tid)
+}
+
+/// [`ProcFs::comm`] on `/proc`.
+pub fn comm(pid: Tid, tid: Tid) -> Result<String, LinuxError> {
+    ProcFs::system().comm(pid, tid)
+}
+
+/// A pidfd: a stable handle on one process. Use [`Pidfd::threads`], [`Pidfd::cpu_time`] and
+/// [`Pidfd::comm`] instead of the bare procfs functions when the process is not ours: they
+/// re-check liveness after reading, so a PID recycled in between is reported as
+/// [`LinuxError::NoSuchThread`] instead of silently returning a stranger's data.
+#[derive(Debug)]
+pub struct Pidfd {
+    fd: OwnedFd,
+    pid: Tid,
+    proc: ProcFs,
+}
+
+impl Pidfd {
+    /// `pidfd_open(pid, 0)`. `pid` must be a process (thread-group leader).
+    pub fn open(pid: Tid) -> Result<Pidfd, LinuxError> {
+        let raw_pid = libc::pid_t::try_from(pid)
+            .map_err(|_| LinuxError::InvalidInput(format!("process id {pid} out of range")))?;
+        // SAFETY: pidfd_open takes a pid and flags by value and touches no memory of ours.
+        let r = unsafe { libc::syscall(libc::SYS_pidfd_open, raw_pid, 0u32) };
+        if r < 0 {
+            return Err(LinuxError::syscall("pidfd_open", pid));
+        }
+        let raw_fd =
+            i32::try_from(r).map_err(|_| LinuxError::InvalidInput(format!("pidfd_open returned {r}")))?;
+        // SAFETY: the kernel just returned this descriptor to us; nobody else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw_fd) };
+        Ok(Pidfd {
+            fd,
+            pid,
+            proc: ProcFs::system(),
+        })
+    }
+
+    /// The process id this pidfd refers to.
+    pub fn pid(&self) -> Tid {
+        self.pid
+    }
+
+    /// Whether the process is still running: a pidfd polls readable once the process exits.
+    pub fn is_alive(&self) -> Result<bool, LinuxError> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: `pfd` is one live, writable pollfd and we pass nfds = 1; timeout 0 never
+            // blocks.
+            let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+            if r >= 0 {
+                return Ok(pfd.revents & (libc::POLLIN | libc::POLLHUP) == 0);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(LinuxError::Syscall {
+                    op: "poll(pidfd)",
+                    target: self.pid,
+                    source: e,
+                });
+            }
+        }
+    }
+
+    /// `pidfd_send_signal(fd, sig, NULL, 0)`: signals exactly this process, never a PID reuser.
+    /// Signal 0 checks existence and permission only.
+    pub fn send_signal(&self, sig: i32) -> Result<(), LinuxError> {
+        // SAFETY: the fd is owned by self and open; info is NULL (the kernel fills it in) and
+        // flags 0.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.fd.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            )
+        };
+        if r != 0 {
+            return Err(LinuxError::syscall("pidfd_send_signal", self.pid));
+        }
+        Ok(())
+    }
+
+    /// Runs a procfs read, then proves it came from this process: if the process exited (so the
+    /// PID may have been reused) the result is discarded.
+    fn verified<T>(&self, read: impl FnOnce(&ProcFs) -> Result<T, LinuxError>) -> Result<T, LinuxError> {
+        let gone = || LinuxError::NoSuchThread {
+            tid: self.pid,
+            path: self.proc.root().join(self.pid.to_string()),
+        };
+        let value = read(&self.proc);
+        if !self.is_alive()? {
+            return Err(gone());
+        }
+        value
+    }
+
+    /// The process's threads (see [`ProcFs::threads_of`]), verified against PID reuse.
+    pub fn threads(&self) -> Result<Vec<Tid>, LinuxError> {
+        self.verified(|p| p.threads_of(self.pid))
+    }
+
+    /// A thread's CPU time in ns (see [`ProcFs::cpu_time`]), verified against PID reuse.
+    pub fn cpu_time(&self, tid: Tid) -> Result<u64, LinuxError> {
+        self.verified(|p| p.cpu_time(self.pid, tid))
+    }
+
+    /// A thread's name (see [`ProcFs::comm`]), verified against PID reuse.
+    pub fn comm(&self, tid: Tid) -> Result<String, LinuxError> {
+        self.verified(|p| p.comm(self.pid, tid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_parsing() {
+        assert_eq!(parse_schedstat("66659168 29275333 85\n"), Some(66_659_168));
+        assert_eq!(parse_schedstat("0 0 0"), Some(0));
+        assert_eq!(parse_schedstat(""), None);
+        assert_eq!(parse_schedstat("abc 1 2\n"), None);
+        assert_eq!(parse_schedstat("-5 1 2\n"), None);
+        assert_eq!(parse_schedstat("5\n"), None);
+        assert_eq!(parse_schedstat("99999999999999999999999 1 2"), None);
+    }
+}

@@ -1,0 +1,527 @@
+//! Scheduling-policy syscalls: `sched_setattr(2)`/`sched_getattr(2)` with every field of
+//! `struct sched_attr`, and CPU affinity through `sched_setaffinity(2)`/`sched_getaffinity(2)`.
+//!
+//! Follows the sched_setattr(2) man page and Documentation/scheduler/sched-deadline.rst: a
+//! SCHED_DEADLINE thread is described by (runtime, deadline, period) in nanoseconds, every change
+//! re-runs admission control (EBUSY when the root domain's bandwidth cap would be exceeded), bad
+//! parameters give EINVAL, and a reserved thread may only fork/create threads when
+//! `SCHED_FLAG_RESET_ON_FORK` is set — so pacer sets it on every reservation it makes.
+//!
+//! glibc has no wrapper for `sched_setattr`/`sched_getattr`, and neither does `nix`, so both go
+//! through `libc::syscall`. The `unsafe` blocks in this module are exactly those syscalls.
+
+use std::io;
+use std::path::PathBuf;
+
+use pacer_adapt::KernelError;
+use pacer_model::reservation::{SCHED_FLAG_DL_OVERRUN, SCHED_FLAG_RECLAIM, SCHED_FLAG_RESET_ON_FORK};
+use pacer_model::{Duration, Policy, Reservation, ReservationFlags};
+
+/// A thread (or process) id as the kernel knows it. `0` means "the calling thread" in the
+/// scheduling syscalls.
+pub type Tid = pacer_adapt::Tid;
+
+/// `SCHED_OTHER` (CFS/EEVDF, the default policy).
+pub const SCHED_OTHER: u32 = 0;
+/// `SCHED_FIFO`.
+pub const SCHED_FIFO: u32 = 1;
+/// `SCHED_RR`.
+pub const SCHED_RR: u32 = 2;
+/// `SCHED_BATCH`.
+pub const SCHED_BATCH: u32 = 3;
+/// `SCHED_IDLE`.
+pub const SCHED_IDLE: u32 = 5;
+/// `SCHED_DEADLINE`.
+pub const SCHED_DEADLINE: u32 = 6;
+
+/// `SCHED_FLAG_KEEP_POLICY`: change parameters without changing the policy.
+pub const SCHED_FLAG_KEEP_POLICY: u64 = 0x08;
+/// `SCHED_FLAG_KEEP_PARAMS`: keep the current parameters (used with the util-clamp flags).
+pub const SCHED_FLAG_KEEP_PARAMS: u64 = 0x10;
+/// `SCHED_FLAG_UTIL_CLAMP_MIN`: `sched_util_min` is valid.
+pub const SCHED_FLAG_UTIL_CLAMP_MIN: u64 = 0x20;
+/// `SCHED_FLAG_UTIL_CLAMP_MAX`: `sched_util_max` is valid.
+pub const SCHED_FLAG_UTIL_CLAMP_MAX: u64 = 0x40;
+
+/// `SCHED_ATTR_SIZE_VER1`: the size of `struct sched_attr` with the util-clamp fields (Linux 5.3+).
+pub const SCHED_ATTR_SIZE_VER1: u32 = 56;
+
+/// Largest CPU number the affinity wrappers handle (the kernel's default `CONFIG_NR_CPUS` range
+/// and glibc's `CPU_SETSIZE`).
+pub const MAX_CPUS: usize = 1024;
+
+/// Errors of the Linux backend (this module, [`crate::procfs`] and [`crate::cpufreq`]).
+#[derive(Debug, thiserror::Error)]
+pub enum LinuxError {
+    /// A syscall failed; `target` is the thread/process it was about.
+    #[error("{op}({target}) failed: {source}")]
+    Syscall {
+        op: &'static str,
+        target: Tid,
+        #[source]
+        source: io::Error,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file's content could not be parsed.
+    #[error("{}: cannot parse {what} from {content:?}", path.display())]
+    Parse {
+        path: PathBuf,
+        what: &'static str,
+        content: String,
+    },
+    /// The thread (or process) no longer exists; `path` is where that was found out.
+    #[error("no such thread {tid} ({})", path.display())]
+    NoSuchThread { tid: Tid, path: PathBuf },
+    /// The kernel reports a policy pacer's [`Policy`] cannot represent (e.g. SCHED_BATCH).
+    #[error("kernel policy {0} has no pacer Policy equivalent")]
+    UnknownPolicy(u32),
+    /// The interface is missing on this machine (e.g. no cpufreq).
+    #[error("not supported here: {0}")]
+    Unsupported(String),
+    /// A caller-supplied argument is out of range (caught before any syscall).
+    #[error("invalid argument: {0}")]
+    InvalidInput(String),
+}
+
+impl LinuxError {
+    /// The errno behind a failed syscall or file access, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            LinuxError::Syscall { source, .. } | LinuxError::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn syscall(op: &'static str, target: Tid) -> LinuxError {
+        LinuxError::Syscall {
+            op,
+            target,
+            source: io::Error::last_os_error(),
+        }
+    }
+}
+
+impl From<LinuxError> for KernelError {
+    fn from(e: LinuxError) -> KernelError {
+        let msg = e.to_string();
+        match &e {
+            LinuxError::Syscall { target, source, .. } => match source.raw_os_error() {
+                Some(libc::EBUSY) => KernelError::Admission(msg),
+                Some(libc::EINVAL) => KernelError::Invalid(msg),
+                Some(libc::ESRCH) => KernelError::NoSuchThread(*target),
+                Some(libc::EPERM) | Some(libc::EACCES) => KernelError::Permission(msg),
+                Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => KernelError::Unsupported(msg),
+                _ => KernelError::Other(msg),
+            },
+            LinuxError::Io { source, .. } => match source.raw_os_error() {
+                Some(libc::EBUSY) => KernelError::Admission(msg),
+                Some(libc::EINVAL) => KernelError::Invalid(msg),
+                Some(libc::EPERM) | Some(libc::EACCES) => KernelError::Permission(msg),
+                _ => KernelError::Other(msg),
+            },
+            LinuxError::NoSuchThread { tid, .. } => KernelError::NoSuchThread(*tid),
+            LinuxError::Unsupported(_) | LinuxError::UnknownPolicy(_) => KernelError::Unsupported(msg),
+            LinuxError::InvalidInput(_) => KernelError::Invalid(msg),
+            LinuxError::Parse { .. } => KernelError::Other(msg),
+        }
+    }
+}
+
+/// The kernel's `struct sched_attr` (include/uapi/linux/sched/types.h), version 1 (56 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedAttr {
+    /// Size of the structure as the caller knows it; set to [`SCHED_ATTR_SIZE_VER1`].
+    pub size: u32,
+    /// `SCHED_*` policy.
+    pub sched_policy: u32,
+    /// `SCHED_FLAG_*` bits.
+    pub sched_flags: u64,
+    /// Nice value for SCHED_OTHER/SCHED_BATCH (-20..=19).
+    pub sched_nice: i32,
+    /// Static priority for SCHED_FIFO/SCHED_RR (1..=99), 0 otherwise.
+    pub sched_priority: u32,
+    /// SCHED_DEADLINE runtime, ns. Since Linux 6.12 this is also a SCHED_OTHER/BATCH task's
+    /// requested slice (0 = the default; `sched_getattr` reports the slice in effect), which is
+    /// why [`SchedAttr::to_policy`] ignores it for those policies.
+    pub sched_runtime: u64,
+    /// SCHED_DEADLINE relative deadline, ns.
+    pub sched_deadline: u64,
+    /// SCHED_DEADLINE period, ns (0 means period = deadline).
+    pub sched_period: u64,
+    /// Utilization clamp minimum (0..=1024), used with [`SCHED_FLAG_UTIL_CLAMP_MIN`].
+    pub sched_util_min: u32,
+    /// Utilization clamp maximum (0..=1024), used with [`SCHED_FLAG_UTIL_CLAMP_MAX`].
+    pub sched_util_max: u32,
+}
+
+// The layout must match the kernel's byte for byte: the kernel reads `size` bytes from us.
+const _: () = assert!(std::mem::size_of::<SchedAttr>() == SCHED_ATTR_SIZE_VER1 as usize);
+
+impl SchedAttr {
+    /// An all-zero attribute (SCHED_OTHER, nice 0) with `size` filled in.
+    pub fn new() -> SchedAttr {
+        SchedAttr {
+            size: SCHED_ATTR_SIZE_VER1,
+            ..SchedAttr::default()
+        }
+    }
+
+    /// The attribute that sets `policy`, with `SCHED_FLAG_RESET_ON_FORK` added when
+    /// `reset_on_fork` is true (for reservations, the reservation's own flags are kept too).
+    pub fn from_policy(policy: &Policy, reset_on_fork: bool) -> SchedAttr {
+        let mut a = SchedAttr::new();
+        match *policy {
+            Policy::Other { nice } => {
+                a.sched_policy = SCHED_OTHER;
+                a.sched_nice = nice;
+            }
+            Policy::Idle => a.sched_policy = SCHED_IDLE,
+            Policy::Fifo { priority } => {
+                a.sched_policy = SCHED_FIFO;
+                a.sched_priority = u32::from(priority);
+            }
+            Policy::Rr { priority } => {
+                a.sched_policy = SCHED_RR;
+                a.sched_priority = u32::from(priority);
+            }
+            Policy::Deadline(r) => {
+                a.sched_policy = SCHED_DEADLINE;
+                a.sched_flags = r.flags.bits();
+                a.sched_runtime = r.runtime.0;
+                a.sched_deadline = r.deadline.0;
+                a.sched_period = r.period.0;
+            }
+        }
+        if reset_on_fork {
+            a.sched_flags |= SCHED_FLAG_RESET_ON_FORK;
+        }
+        a
+    }
+
+    /// Whether `SCHED_FLAG_RESET_ON_FORK` is set.
+    pub fn reset_on_fork(&self) -> bool {
+        self.sched_flags & SCHED_FLAG_RESET_ON_FORK != 0
+    }
+
+    /// The pacer [`Policy`] this attribute describes; [`LinuxError::UnknownPolicy`] for
+    /// policies pacer does not model (SCHED_BATCH, future ones). Priorities above 255 (which the
+    /// kernel never reports) are an error rather than silently truncated.
+    pub fn to_policy(&self) -> Result<Policy, LinuxError> {
+        let prio = || {
+            u8::try_from(self.sched_priority).map_err(|_| {
+                LinuxError::InvalidInput(format!("priority {} out of range", self.sched_priority))
+            })
+        };
+        Ok(match self.sched_policy {
+            SCHED_OTHER => Policy::Other {
+                nice: self.sched_nice,
+            },
+            SCHED_IDLE => Policy::Idle,
+            SCHED_FIFO => Policy::Fifo { priority: prio()? },
+            SCHED_RR => Policy::Rr { priority: prio()? },
+            SCHED_DEADLINE => Policy::Deadline(Reservation {
+                runtime: Duration(self.sched_runtime),
+                deadline: Duration(self.sched_deadline),
+                period: Duration(self.sched_period),
+                flags: ReservationFlags {
+                    reset_on_fork: self.sched_flags & SCHED_FLAG_RESET_ON_FORK != 0,
+                    reclaim: self.sched_flags & SCHED_FLAG_RECLAIM != 0,
+                    overrun: self.sched_flags & SCHED_FLAG_DL_OVERRUN != 0,
+                },
+            }),
+            other => return Err(LinuxError::UnknownPolicy(other)),
+        })
+    }
+}
+
+impl TryFrom<&SchedAttr> for Policy {
+    type Error = LinuxError;
+    fn try_from(a: &SchedAttr) -> Result<Policy, LinuxError> {
+        a.to_policy()
+    }
+}
+
+/// Converts a [`Tid`] to the kernel's `pid_t`, refusing values that would turn negative (a
+/// negative pid has other meanings in some syscalls).
+fn pid_t(tid: Tid) -> Result<libc::pid_t, LinuxError> {
+    libc::pid_t::try_from(tid).map_err(|_| LinuxError::InvalidInput(format!("thread id {tid} out of range")))
+}
+
+/// The calling thread's id (`gettid(2)`).
+pub fn gettid() -> Tid {
+    // SAFETY: gettid takes no arguments, cannot fail and touches no memory.
+    let t = unsafe { libc::syscall(libc::SYS_gettid) };
+    // Thread ids are positive pid_t values, so this conversion never fails in practice.
+    Tid::try_from(t).unwrap_or(0)
+}
+
+/// `sched_setattr(tid, attr, 0)`. `tid` 0 is the calling thread. The `size` field is forced to
+/// [`SCHED_ATTR_SIZE_VER1`] so a caller cannot make the kernel read past the structure.
+pub fn set_attr(tid: Tid, attr: &SchedAttr) -> Result<(), LinuxError> {
+    let pid = pid_t(tid)?;
+    let a = SchedAttr {
+        size: SCHED_ATTR_SIZE_VER1,
+        ..*attr
+    };
+    // SAFETY: `a` is a live, properly aligned #[repr(C)] struct of exactly `a.size` bytes that the
+    // kernel only reads; the flags argument must be 0.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, pid, &a as *const SchedAttr, 0u32) };
+    if r != 0 {
+        return Err(LinuxError::syscall("sched_setattr", tid));
+    }
+    Ok(())
+}
+
+/// `sched_getattr(tid, attr, 56, 0)`: the thread's current policy and parameters.
+pub fn get_attr(tid: Tid) -> Result<SchedAttr, LinuxError> {
+    let pid = pid_t(tid)?;
+    let mut a = SchedAttr::new();
+    // SAFETY: `a` is a live, writable #[repr(C)] struct of SCHED_ATTR_SIZE_VER1 bytes and we pass
+    // that size, so the kernel writes at most that many bytes; flags must be 0.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            pid,
+            &mut a as *mut SchedAttr,
+            SCHED_ATTR_SIZE_VER1,
+            0u32,
+        )
+    };
+    if r != 0 {
+        return Err(LinuxError::syscall("sched_getattr", tid));
+    }
+    Ok(a)
+}
+
+/// Sets a thread's policy (and reservation). pacer passes `reset_on_fork = true` for every
+/// reservation it makes, since a SCHED_DEADLINE thread without it cannot create threads.
+/// Admission refusals come back as a `Syscall` error with errno EBUSY
+/// (→ [`KernelError::Admission`]).
+///
+/// Caution (observed on Linux 6.18 in pacer's VM): moving a *sleeping* SCHED_DEADLINE thread to
+/// another policy from a different thread leaked its bandwidth from the root domain's admission
+/// accounting (`dl_bw->total_bw` in /sys/kernel/debug/sched/debug never went back down), so later
+/// reservations were refused. Demoting a thread from itself while it runs, or letting it exit,
+/// released the bandwidth correctly.
+pub fn set_policy(tid: Tid, policy: Policy, reset_on_fork: bool) -> Result<(), LinuxError> {
+    set_attr(tid, &SchedAttr::from_policy(&policy, reset_on_fork))
+}
+
+/// A thread's current policy as a pacer [`Policy`].
+pub fn get_policy(tid: Tid) -> Result<Policy, LinuxError> {
+    get_attr(tid)?.to_policy()
+}
+
+/// Words of the affinity bit mask (`MAX_CPUS` bits).
+const MASK_WORDS: usize = MAX_CPUS / 64;
+
+/// Builds the kernel's affinity bit mask from a CPU list.
+fn cpus_to_mask(cpus: &[usize]) -> Result<[u64; MASK_WORDS], LinuxError> {
+    if cpus.is_empty() {
+        return Err(LinuxError::InvalidInput("empty CPU list".into()));
+    }
+    let mut mask = [0u64; MASK_WORDS];
+    for &c in cpus {
+        if c >= MAX_CPUS {
+            return Err(LinuxError::InvalidInput(format!("CPU {c} ≥ {MAX_CPUS}")));
+        }
+        mask[c / 64] |= 1 << (c % 64);
+    }
+    Ok(mask)
+}
+
+/// The CPUs set in an affinity bit mask, ascending.
+fn mask_to_cpus(mask: &[u64]) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for (w, &bits) in mask.iter().enumerate() {
+        for b in 0..64 {
+            if bits & (1 << b) != 0 {
+                cpus.push(w * 64 + b);
+            }
+        }
+    }
+    cpus
+}
+
+/// `sched_setaffinity(tid, cpus)`. Note that a SCHED_DEADLINE thread's affinity must cover its
+/// whole root domain (the kernel answers EBUSY/EPERM otherwise).
+pub fn set_affinity(tid: Tid, cpus: &[usize]) -> Result<(), LinuxError> {
+    let pid = pid_t(tid)?;
+    let mask = cpus_to_mask(cpus)?;
+    // SAFETY: `mask` is a live buffer of exactly `size_of_val(&mask)` bytes that the kernel reads.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setaffinity,
+            pid,
+            std::mem::size_of_val(&mask),
+            mask.as_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(LinuxError::syscall("sched_setaffinity", tid));
+    }
+    Ok(())
+}
+
+/// `sched_getaffinity(tid)`: the CPUs the thread may run on, ascending.
+pub fn get_affinity(tid: Tid) -> Result<Vec<usize>, LinuxError> {
+    let pid = pid_t(tid)?;
+    let mut mask = [0u64; MASK_WORDS];
+    // SAFETY: `mask` is a live, writable buffer of `size_of_val(&mask)` bytes; the raw syscall
+    // writes at most that many bytes and returns how many it wrote.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getaffinity,
+            pid,
+            std::mem::size_of_val(&mask),
+            mask.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(LinuxError::syscall("sched_getaffinity", tid));
+    }
+    Ok(mask_to_cpus(&mask))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dl(rt_us: u64, dl_us: u64, p_us: u64, flags: ReservationFlags) -> Policy {
+        Policy::Deadline(Reservation {
+            runtime: Duration::from_us(rt_us),
+            deadline: Duration::from_us(dl_us),
+            period: Duration::from_us(p_us),
+            flags,
+        })
+    }
+
+    #[test]
+    fn layout_matches_the_kernel() {
+        assert_eq!(std::mem::size_of::<SchedAttr>(), 56);
+        assert_eq!(std::mem::offset_of!(SchedAttr, sched_flags), 8);
+        assert_eq!(std::mem::offset_of!(SchedAttr, sched_nice), 16);
+        assert_eq!(std::mem::offset_of!(SchedAttr, sched_runtime), 24);
+        assert_eq!(std::mem::offset_of!(SchedAttr, sched_period), 40);
+        assert_eq!(std::mem::offset_of!(SchedAttr, sched_util_max), 52);
+    }
+
+    #[test]
+    fn deadline_round_trip_and_flags() {
+        let flags = ReservationFlags {
+            reset_on_fork: false,
+            reclaim: true,
+            overrun: false,
+        };
+        let p = dl(1000, 10_000, 10_000, flags);
+        let a = SchedAttr::from_policy(&p, true);
+        assert_eq!(a.size, 56);
+        assert_eq!(a.sched_policy, SCHED_DEADLINE);
+        assert_eq!(a.sched_runtime, 1_000_000);
+        assert_eq!(a.sched_deadline, 10_000_000);
+        assert_eq!(a.sched_period, 10_000_000);
+        assert_eq!(a.sched_flags, SCHED_FLAG_RECLAIM | SCHED_FLAG_RESET_ON_FORK);
+        assert_eq!(a.sched_priority, 0);
+        // Reading back reports reset_on_fork as a reservation flag.
+        let back = Policy::try_from(&a).unwrap();
+        let want = dl(
+            1000,
+            10_000,
+            10_000,
+            ReservationFlags {
+                reset_on_fork: true,
+                ..flags
+            },
+        );
+        assert_eq!(back, want);
+        // Without reset_on_fork only the reservation's own flags are set.
+        let a = SchedAttr::from_policy(&p, false);
+        assert_eq!(a.sched_flags, SCHED_FLAG_RECLAIM);
+        assert!(!a.reset_on_fork());
+    }
+
+    #[test]
+    fn other_policies_round_trip() {
+        for p in [
+            Policy::Other { nice: -5 },
+            Policy::Other { nice: 19 },
+            Policy::Idle,
+            Policy::Fifo { priority: 50 },
+            Policy::Rr { priority: 1 },
+        ] {
+            let a = SchedAttr::from_policy(&p, false);
+            assert_eq!(a.sched_flags, 0);
+            assert_eq!(a.to_policy().unwrap(), p);
+        }
+        let a = SchedAttr::from_policy(&Policy::Fifo { priority: 99 }, true);
+        assert_eq!(
+            (a.sched_policy, a.sched_priority, a.sched_flags),
+            (SCHED_FIFO, 99, 1)
+        );
+        assert_eq!(SchedAttr::from_policy(&Policy::Idle, false).sched_policy, 5);
+        assert_eq!(
+            SchedAttr::from_policy(&Policy::Rr { priority: 3 }, false).sched_policy,
+            2
+        );
+    }
+
+    #[test]
+    fn unrepresentable_attrs_are_errors_not_panics() {
+        let mut a = SchedAttr::new();
+        a.sched_policy = SCHED_BATCH;
+        assert!(matches!(a.to_policy(), Err(LinuxError::UnknownPolicy(3))));
+        a.sched_policy = 42;
+        assert!(matches!(a.to_policy(), Err(LinuxError::UnknownPolicy(42))));
+        a.sched_policy = SCHED_FIFO;
+        a.sched_priority = 300;
+        assert!(matches!(a.to_policy(), Err(LinuxError::InvalidInput(_))));
+        assert!(matches!(pid_t(u32::MAX), Err(LinuxError::InvalidInput(_))));
+    }
+
+    #[test]
+    fn errno_mapping() {
+        let sys = |errno| LinuxError::Syscall {
+            op: "sched_setattr",
+            target: 7,
+            source: io::Error::from_raw_os_error(errno),
+        };
+        assert!(matches!(
+            KernelError::from(sys(libc::EBUSY)),
+            KernelError::Admission(_)
+        ));
+        assert!(matches!(
+            KernelError::from(sys(libc::EINVAL)),
+            KernelError::Invalid(_)
+        ));
+        assert_eq!(KernelError::from(sys(libc::ESRCH)), KernelError::NoSuchThread(7));
+        assert!(matches!(
+            KernelError::from(sys(libc::EPERM)),
+            KernelError::Permission(_)
+        ));
+        assert!(matches!(KernelError::from(sys(libc::EIO)), KernelError::Other(_)));
+        let msg = KernelError::from(sys(libc::EBUSY)).to_string();
+        assert!(msg.contains("sched_setattr(7)"), "{msg}");
+        assert!(matches!(
+            KernelError::from(LinuxError::Unsupported("cpufreq".into())),
+            KernelError::Unsupported(_)
+        ));
+        assert_eq!(sys(libc::EBUSY).errno(), Some(libc::EBUSY));
+    }
+
+    #[test]
+    fn affinity_masks() {
+        let m = cpus_to_mask(&[0, 3, 64, 1023]).unwrap();
+        assert_eq!(m[0], 0b1001);
+        assert_eq!(m[1], 1);
+        assert_eq!(mask_to_cpus(&m), vec![0, 3, 64, 1023]);
+        assert!(matches!(cpus_to_mask(&[]), Err(LinuxError::InvalidInput(_))));
+        assert!(matches!(cpus_to_mask(&[1024]), Err(LinuxError::InvalidInput(_))));
+    }
+}

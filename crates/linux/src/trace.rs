@@ -1,0 +1,810 @@
+//! Kernel-filtered wake-up tracing of selected threads, the sensor behind the period analyser
+//! (`pacer_adapt::period`; LFS++ §6.2: job activations are wake-up events, recorded in the kernel
+//! without scheduling delay, into a circular buffer, for the traced threads only).
+//!
+//! Mechanism: a private tracefs *instance* (`instances/pacer-wakeup-PID-N`, its own per-CPU ring
+//! buffers, independent of the global trace and of other users) with only the
+//! `sched:sched_wakeup` event enabled and a kernel-side event filter
+//! (`events/sched/sched_wakeup/filter`, `"pid == A || pid == B"`; `pid` is the *woken* thread),
+//! `trace_clock = mono` (timestamps in CLOCK_MONOTONIC ns), read in binary from
+//! `per_cpu/cpuN/trace_pipe_raw` (ring-buffer pages, format in `events/header_page`, field
+//! offsets from `events/sched/sched_wakeup/format`), non-blocking, when the caller drains.
+//! Untraced wake-ups cost one filter evaluation and are never stored; nothing is formatted as
+//! text and the global text trace is never touched. Pages report dropped events
+//! (`RB_MISSED_EVENTS`/`RB_MISSED_STORED` in the commit word), counted in [`WakeupTracer::lost`].
+//!
+//! Why not `perf_event_open` of the tracepoint (the first choice: fd-scoped, no tracefs state):
+//! measured on the target machine (Linux 6.18 VM, 2 CPUs), per-CPU *sampling* perf events on
+//! `sched_wakeup`/`sched_waking` silently miss wake-ups raised from the idle loop's hard-irq on
+//! CPU 1 — `perf record -e sched:sched_wakeup -a` of a thread pinned to CPU 1 sleeping 30×10 ms
+//! saw 1 of 30 wake-ups (no LOST/THROTTLE records), while a tracefs instance saw 30 of 30 on
+//! the same CPU. A period analyser fed by such a sensor would be wrong, so the ftrace ring buffer
+//! is used. Cost of that choice: the instance is a directory that outlives a crashed process;
+//! [`WakeupTracer::new`] removes instances left by dead processes, and [`Drop`] removes its own.
+//!
+//! CPU hotplug after construction is not followed: the set of CPUs is read once.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use pacer_adapt::kernel::{KernelError, Tid};
+
+/// Where tracefs is normally mounted, tried in this order after `/proc/mounts`.
+const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The tracepoint, relative to the tracefs root (or an instance directory).
+const EVENT_DIR: &str = "events/sched/sched_wakeup";
+
+/// Prefix of the instances this module creates: `pacer-wakeup-<pid>-<n>`.
+const INSTANCE_PREFIX: &str = "pacer-wakeup-";
+
+/// Default per-CPU ring size: 256 KiB, ~10 000 wake-up events (24-byte entries + headers),
+/// i.e. > 10 s of a 1 kHz thread between drains.
+pub const DEFAULT_BUFFER_KB: usize = 256;
+
+/// The kernel copies an event filter from a write of at most one page: keep below that.
+const MAX_FILTER_LEN: usize = 4000;
+
+/// Distinguishes several tracers of one process.
+static INSTANCE_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Why wake-up tracing could not be set up or read.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// tracefs is neither mounted nor mountable; the tracepoint id and format live there.
+    #[error("tracefs not available ({0}); mount it with `mount -t tracefs nodev /sys/kernel/tracing`")]
+    NoTracefs(String),
+    /// The kernel lacks the `sched:sched_wakeup` tracepoint or it has an unexpected format.
+    #[error("tracepoint sched:sched_wakeup unavailable: {0}")]
+    TracepointMissing(String),
+    /// Creating tracefs instances and enabling events is privileged.
+    #[error("not permitted to trace wake-ups: {0} (needs root: tracefs is writable by root only)")]
+    NoPermission(String),
+    /// A TID that cannot be a Linux thread (0 or above `i32::MAX`).
+    #[error("invalid thread id {0}")]
+    InvalidTid(Tid),
+    /// The kernel filter for this many threads would exceed the kernel's string limit.
+    #[error(
+        "too many traced threads ({threads}): the kernel filter would be {len} bytes, limit {MAX_FILTER_LEN}"
+    )]
+    TooManyThreads { threads: usize, len: usize },
+    /// Any other system-call or file failure, with what was being done.
+    #[error("{op}: {source}")]
+    Io {
+        op: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl TraceError {
+    fn io(op: impl Into<String>, source: io::Error) -> Self {
+        TraceError::Io {
+            op: op.into(),
+            source,
+        }
+    }
+}
+
+impl From<TraceError> for KernelError {
+    fn from(e: TraceError) -> Self {
+        match e {
+            TraceError::NoPermission(_) => KernelError::Permission(e.to_string()),
+            TraceError::NoTracefs(_) | TraceError::TracepointMissing(_) => {
+                KernelError::Unsupported(e.to_string())
+            }
+            TraceError::InvalidTid(t) => KernelError::NoSuchThread(t),
+            TraceError::TooManyThreads { .. } => KernelError::Invalid(e.to_string()),
+            TraceError::Io { .. } => KernelError::Other(e.to_string()),
+        }
+    }
+}
+
+// ---- tracefs --------------------------------------------------------------------------------
+
+/// Finds the tracefs root: a `tracefs` mount (or `debugfs` + `/tracing`) in `/proc/mounts`, then
+/// the standard paths; if none is mounted, mounts tracefs at `/sys/kernel/tracing` as libtracefs
+/// does (`tracefs_tracing_dir()`), which needs CAP_SYS_ADMIN.
+pub fn tracefs_root() -> Result<PathBuf, TraceError> {
+    let has_event = |p: &Path| p.join(EVENT_DIR).join("id").exists() || p.join("events").is_dir();
+    if let Ok(mounts) = fs::read_to_string("/proc/mounts") {
+        for line in mounts.lines() {
+            let mut f = line.split_whitespace();
+            let (_, Some(dir), Some(kind)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let dir = unescape_mount_path(dir);
+            let root = match kind {
+                "tracefs" => PathBuf::from(dir),
+                "debugfs" => Path::new(&dir).join("tracing"),
+                _ => continue,
+            };
+            if has_event(&root) {
+                return Ok(root);
+            }
+        }
+    }
+    for c in TRACEFS_CANDIDATES {
+        if has_event(Path::new(c)) {
+            return Ok(PathBuf::from(c));
+        }
+    }
+    let target = TRACEFS_CANDIDATES[0];
+    mount_tracefs(target)?;
+    Ok(PathBuf::from(target))
+}
+
+/// `/proc/mounts` escapes space, tab, newline and backslash as octal.
+fn unescape_mount_path(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            let d = &b[i + 1..i + 4];
+            if d.iter().all(|c| (b'0'..=b'7').contains(c)) {
+                let v = d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+                if let Ok(v) = u8::try_from(v) {
+                    out.push(v);
+                    i += 4;
+                    continue;
+                }
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn mount_tracefs(target: &str) -> Result<(), TraceError> {
+    if !Path::new(target).is_dir() {
+        return Err(TraceError::NoTracefs(format!(
+            "not mounted, and {target} does not exist"
+        )));
+    }
+    let (src, dir, kind) = (c"nodev", CString::new(target), c"tracefs");
+    let dir = dir.map_err(|_| TraceError::NoTracefs(format!("bad path {target}")))?;
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the call; data is null.
+    let rc = unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), kind.as_ptr(), 0, std::ptr::null()) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        return Err(TraceError::NoTracefs(format!(
+            "not mounted, and mounting at {target} failed: {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// Layout facts about `sched_wakeup` needed to decode a raw record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WakeupFormat {
+    id: u64,
+    /// Offset of the 4-byte `pid` field (the woken thread) in the raw entry.
+    pid_offset: usize,
+}
+
+/// Extracts offset and size of `field` from a tracefs `format` file.
+fn field_offset(format: &str, field: &str) -> Option<(usize, usize)> {
+    for line in format.lines() {
+        let line = line.trim();
+        let Some(rest) = line.strip_prefix("field:") else {
+            continue;
+        };
+        let mut parts = rest.split(';').map(str::trim);
+        let decl = parts.next()?;
+        let name = decl.split_whitespace().last()?;
+        let name = name.split('[').next().unwrap_or(name);
+        if name != field {
+            continue;
+        }
+        let (mut off, mut size) = (None, None);
+        for p in parts {
+            if let Some(v) = p.strip_prefix("offset:") {
+                off = v.trim().parse().ok();
+            } else if let Some(v) = p.strip_prefix("size:") {
+                size = v.trim().parse().ok();
+            }
+        }
+        return Some((off?, size?));
+    }
+    None
+}
+
+fn parse_wakeup_format(id: &str, format: &str) -> Result<WakeupFormat, TraceError> {
+    let id = id
+        .trim()
+        .parse()
+        .map_err(|_| TraceError::TracepointMissing(format!("unparsable id {:?}", id.trim())))?;
+    match field_offset(format, "pid") {
+        Some((pid_offset, 4)) => Ok(WakeupFormat { id, pid_offset }),
+        Some((_, size)) => Err(TraceError::TracepointMissing(format!(
+            "field pid has size {size}, expected 4"
+        ))),
+        None => Err(TraceError::TracepointMissing("no field pid in the format".into())),
+    }
+}
+
+fn read_wakeup_format(root: &Path) -> Result<WakeupFormat, TraceError> {
+    let dir = root.join(EVENT_DIR);
+    let read = |name: &str| {
+        fs::read_to_string(dir.join(name)).map_err(|e| match e.kind() {
+            io::ErrorKind::PermissionDenied => {
+                TraceError::NoPermission(format!("reading {}: {e}", dir.join(name).display()))
+            }
+            _ => TraceError::TracepointMissing(format!("{}: {e}", dir.join(name).display())),
+        })
+    };
+    parse_wakeup_format(&read("id")?, &read("format")?)
+}
+
+/// Online CPUs from `/sys/devices/system/cpu/online` ("0-3,6"); falls back to
+/// `0..sysconf(_SC_NPROCESSORS_ONLN)`.
+fn online_cpus() -> Vec<i32> {
+    let parsed = fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s));
+    parsed.unwrap_or_else(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        (0..n.max(1) as i32).collect()
+    })
+}
+
+fn parse_cpu_list(s: &str) -> Option<Vec<i32>> {
+    let mut cpus = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (i32, i32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.trim().parse().ok()?),
+        }
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// Builds the kernel filter expression for a set of TIDs.
+fn filter_for(tids: &BTreeSet<Tid>) -> Result<String, TraceError> {
+    let expr = tids
+        .iter()
+        .map(|t| format!("pid == {t}"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    if expr.len() > MAX_FILTER_LEN {
+        return Err(TraceError::TooManyThreads {
+            threads: tids.len(),
+            len: expr.len(),
+        });
+    }
+    Ok(expr)
+}
+
+// ---- ftrace ring-buffer pages (kernel/trace/ring_buffer.c, events/header_page) --------------
+
+/// Page header: `u64 timestamp; local_t commit;` then data. The commit word holds the data size;
+/// its top bits flag events lost before this page.
+const PAGE_HEADER: usize = 16;
+const RB_MISSED_EVENTS: u64 = 1 << 31;
+const RB_MISSED_STORED: u64 = 1 << 30;
+const COMMIT_SIZE_MASK: u64 = !(RB_MISSED_EVENTS | RB_MISSED_STORED);
+
+// Event header `u32 { type_len: 5, time_delta: 27 }` special type_len values.
+const TYPE_PADDING: u32 = 29;
+const TYPE_TIME_EXTEND: u32 = 30;
+const TYPE_TIME_STAMP: u32 = 31;
+const TS_SHIFT: u32 = 27;
+/// Absolute time stamps carry the low 59 bits; the top bits come from the page time.
+const TS_MSB_MASK: u64 = !((1u64 << 59) - 1);
+
+fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(
+        b.get(off..off.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(
+        b.get(off..off.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+fn u16_at(b: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(
+        b.get(off..off.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+
+/// Decodes one ring-buffer page as read from `trace_pipe_raw`, calling `on_event(time, payload)`
+/// for each data event; returns the number of events the kernel reports lost before this page
+/// (1 when it only says "some"). Malformed input ends the page early, never panics.
+fn parse_page(page: &[u8], mut on_event: impl FnMut(u64, &[u8])) -> u64 {
+    let (Some(mut ts), Some(commit)) = (u64_at(page, 0), u64_at(page, 8)) else {
+        return 0;
+    };
+    let size = (commit & COMMIT_SIZE_MASK) as usize;
+    let Some(data) = page.get(PAGE_HEADER..PAGE_HEADER.saturating_add(size)) else {
+        return 0;
+    };
+    let lost = if commit & RB_MISSED_EVENTS == 0 {
+        0
+    } else if commit & RB_MISSED_STORED != 0 {
+        // The count is stored as an unsigned long right after the data.
+        u64_at(page, PAGE_HEADER + size).unwrap_or(1).max(1)
+    } else {
+        1
+    };
+    let mut pos = 0usize;
+    while let Some(hdr) = u32_at(data, pos) {
+        let type_len = hdr & 0x1f;
+        let delta = u64::from(hdr >> 5);
+        let array0 = u32_at(data, pos + 4).map(u64::from);
+        let step = match type_len {
+            TYPE_PADDING => match array0 {
+                // A null event: the rest of the page is empty. A discarded event's delta is a
+                // marker, not time, so it is not added.
+                _ if delta == 0 => break,
+                Some(len) => 4 + len as usize,
+                None => break,
+            },
+            TYPE_TIME_EXTEND => {
+                let Some(hi) = array0 else { break };
+                ts = ts.wrapping_add((hi << TS_SHIFT) | delta);
+                8
+            }
+            TYPE_TIME_STAMP => {
+                let Some(hi) = array0 else { break };
+                ts = ((hi << TS_SHIFT) | delta) | (ts & TS_MSB_MASK);
+                8
+            }
+            0 => {
+                // Long event: array[0] is the payload length + 4, payload at array[1].
+                let Some(len) = array0.map(|l| l as usize) else {
+                    break;
+                };
+                ts = ts.wrapping_add(delta);
+                if let Some(payload) = data.get(pos + 8..(pos + 4).saturating_add(len)) {
+                    on_event(ts, payload);
+                }
+                4 + len
+            }
+            n => {
+                let len = n as usize * 4;
+                ts = ts.wrapping_add(delta);
+                if let Some(payload) = data.get(pos + 4..pos + 4 + len) {
+                    on_event(ts, payload);
+                }
+                4 + len
+            }
+        };
+        if step < 4 {
+            break;
+        }
+        pos += (step + 3) & !3;
+    }
+    lost
+}
+
+// ---- the tracer -----------------------------------------------------------------------------
+
+/// Writes `value` to a tracefs control file, mapping errors to [`TraceError`].
+fn write_ctl(path: &Path, value: &str) -> Result<(), TraceError> {
+    fs::write(path, value).map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            TraceError::NoPermission(format!("writing {}: {e}", path.display()))
+        }
+        _ => TraceError::io(format!("writing {:?} to {}", value, path.display()), e),
+    })
+}
+
+/// Removes instances left behind by processes that no longer exist (a crash skips [`Drop`]).
+fn remove_stale_instances(instances: &Path) {
+    let Ok(dir) = fs::read_dir(instances) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(INSTANCE_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            // Best effort: a failure leaves a harmless, disabled-by-nobody directory.
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// Records wake-up timestamps (ns, CLOCK_MONOTONIC) of a chosen set of threads, filtered in the
+/// kernel. The event stays disabled while the set is empty. Drop disables it, closes the
+/// per-CPU readers and removes the tracefs instance.
+pub struct WakeupTracer {
+    instance: PathBuf,
+    format: WakeupFormat,
+    readers: Vec<File>,
+    tids: BTreeSet<Tid>,
+    enabled: bool,
+    /// Wake-ups read from the rings but not yet handed out.
+    pending: HashMap<Tid, Vec<u64>>,
+    lost: u64,
+    page: Vec<u8>,
+}
+
+impl std::fmt::Debug for WakeupTracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WakeupTracer")
+            .field("instance", &self.instance)
+            .field("cpus", &self.readers.len())
+            .field("tids", &self.tids)
+            .field("enabled", &self.enabled)
+            .field("lost", &self.lost)
+            .finish()
+    }
+}
+
+impl WakeupTracer {
+    /// Creates a tracefs instance with a [`DEFAULT_BUFFER_KB`] ring per CPU; nothing is traced
+    /// until [`add`](Self::add).
+    pub fn new() -> Result<Self, TraceError> {
+        Self::with_buffer_kb(DEFAULT_BUFFER_KB)
+    }
+
+    /// As [`new`](Self::new), with `kb` KiB of ring buffer per CPU (at least 4).
+    pub fn with_buffer_kb(kb: usize) -> Result<Self, TraceError> {
+        let root = tracefs_root()?;
+        let format = read_wakeup_format(&root)?;
+        let instances = root.join("instances");
+        if !instances.is_dir() {
+            return Err(TraceError::NoTracefs(format!(
+                "{} has no instances/ directory (kernel too old)",
+                root.display()
+            )));
+        }
+        remove_stale_instances(&instances);
+        let instance = loop {
+            let n = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);
+            let dir = instances.join(format!("{INSTANCE_PREFIX}{}-{n}", std::process::id()));
+            match fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    return Err(TraceError::NoPermission(format!(
+                        "creating tracefs instance {}: {e}",
+                        dir.display()
+                    )))
+                }
+                Err(e) => {
+                    return Err(TraceError::io(
+                        format!("creating tracefs instance {}", dir.display()),
+                        e,
+                    ))
+                }
+            }
+        };
+        // From here on, Drop cleans up whatever step fails.
+        let mut tracer = WakeupTracer {
+            instance,
+            format,
+            readers: Vec::new(),
+            tids: BTreeSet::new(),
+            enabled: false,
+            pending: HashMap::new(),
+            lost: 0,
+            page: vec![0; page_size()],
+        };
+        tracer.configure(kb)?;
+        Ok(tracer)
+    }
+
+    fn configure(&mut self, kb: usize) -> Result<(), TraceError> {
+        let inst = self.instance.clone();
+        // "mono" is ktime_get_mono_fast_ns: CLOCK_MONOTONIC, the engine's clock.
+        write_ctl(&inst.join("trace_clock"), "mono")?;
+        write_ctl(&inst.join("buffer_size_kb"), &kb.max(4).to_string())?;
+        if !inst.join(EVENT_DIR).join("enable").exists() {
+            return Err(TraceError::TracepointMissing(format!(
+                "{} missing in the instance",
+                inst.join(EVENT_DIR).display()
+            )));
+        }
+        // A filter that matches nothing until threads are added (pid 0 is the idle task, which
+        // is never woken).
+        write_ctl(&inst.join(EVENT_DIR).join("filter"), "pid == 0")?;
+        write_ctl(&inst.join("tracing_on"), "1")?;
+        for cpu in online_cpus() {
+            let path = inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let f = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .map_err(|e| TraceError::io(format!("opening {}", path.display()), e))?;
+            self.readers.push(f);
+        }
+        Ok(())
+    }
+
+    /// Starts tracing `tid` (re-applies the kernel filter). Adding a traced TID is a no-op.
+    pub fn add(&mut self, tid: Tid) -> Result<(), TraceError> {
+        if tid == 0 || tid > i32::MAX as Tid {
+            return Err(TraceError::InvalidTid(tid));
+        }
+        if !self.tids.insert(tid) {
+            return Ok(());
+        }
+        if let Err(e) = self.apply() {
+            self.tids.remove(&tid);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Stops tracing `tid` (re-applies the filter; disables the event when none is left).
+    /// Wake-ups recorded before the call stay available to [`drain`](Self::drain).
+    pub fn remove(&mut self, tid: Tid) -> Result<(), TraceError> {
+        if !self.tids.contains(&tid) {
+            return Ok(());
+        }
+        self.collect()?;
+        self.tids.remove(&tid);
+        self.apply()
+    }
+
+    /// The threads currently traced, ascending.
+    pub fn traced(&self) -> impl Iterator<Item = Tid> + '_ {
+        self.tids.iter().copied()
+    }
+
+    /// Number of CPUs (per-CPU rings) read.
+    pub fn cpus(&self) -> usize {
+        self.readers.len()
+    }
+
+    /// The tracefs instance directory in use.
+    pub fn instance(&self) -> &Path {
+        &self.instance
+    }
+
+    /// Events the kernel reported as lost (ring full between drains) since construction.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Appends every wake-up recorded since the last drain to `out[tid]`, each batch sorted by
+    /// time (events from different CPUs are merged).
+    pub fn drain(&mut self, out: &mut HashMap<Tid, Vec<u64>>) -> Result<(), TraceError> {
+        self.collect()?;
+        for (tid, mut ts) in self.pending.drain() {
+            ts.sort_unstable();
+            out.entry(tid).or_default().extend(ts);
+        }
+        Ok(())
+    }
+
+    /// Appends `tid`'s wake-ups recorded since the last drain to `out`, sorted by time; other
+    /// threads' wake-ups are kept for their own drain (the `Kernel::drain_wakeups` shape).
+    pub fn drain_tid(&mut self, tid: Tid, out: &mut Vec<u64>) -> Result<(), TraceError> {
+        self.collect()?;
+        if let Some(mut ts) = self.pending.remove(&tid) {
+            ts.sort_unstable();
+            out.extend(ts);
+        }
+        Ok(())
+    }
+
+    /// Reads every available page of every CPU into `pending`.
+    fn collect(&mut self) -> Result<(), TraceError> {
+        let Self {
+            readers,
+            format,
+            tids,
+            pending,
+            lost,
+            page,
+            ..
+        } = self;
+        for (cpu, r) in readers.iter_mut().enumerate() {
+            loop {
+                let n = match r.read(page) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        return Err(TraceError::io(format!("reading cpu {cpu} ring"), e));
+                    }
+                };
+                *lost += parse_page(&page[..n], |time, payload| {
+                    if u16_at(payload, 0).map(u64::from) != Some(format.id) {
+                        return;
+                    }
+                    let Some(pid) = u32_at(payload, format.pid_offset) else {
+                        return;
+                    };
+                    // An event may race a filter change: keep only currently traced TIDs.
+                    if tids.contains(&pid) {
+                        pending.entry(pid).or_default().push(time);
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes the current TID set to the kernel: filter then enable, or disable when empty.
+    fn apply(&mut self) -> Result<(), TraceError> {
+        let enable = self.instance.join(EVENT_DIR).join("enable");
+        if self.tids.is_empty() {
+            if self.enabled {
+                write_ctl(&enable, "0")?;
+                self.enabled = false;
+            }
+            return Ok(());
+        }
+        let filter = filter_for(&self.tids)?;
+        write_ctl(&self.instance.join(EVENT_DIR).join("filter"), &filter)?;
+        if !self.enabled {
+            write_ctl(&enable, "1")?;
+            self.enabled = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for WakeupTracer {
+    fn drop(&mut self) {
+        // Best effort, in the order the kernel needs: stop the event, close the readers (an open
+        // file keeps the instance busy), remove the directory.
+        let _ = fs::write(self.instance.join(EVENT_DIR).join("enable"), "0");
+        self.readers.clear();
+        let _ = fs::remove_dir(&self.instance);
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FORMAT: &str = "name: sched_wakeup
+ID: 374
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;
+";
+
+    #[test]
+    fn parses_the_tracefs_format() {
+        let f = parse_wakeup_format("374\n", FORMAT).unwrap();
+        assert_eq!(
+            f,
+            WakeupFormat {
+                id: 374,
+                pid_offset: 24
+            }
+        );
+        assert_eq!(field_offset(FORMAT, "comm"), Some((8, 16)));
+        assert_eq!(field_offset(FORMAT, "common_pid"), Some((4, 4)));
+        assert!(matches!(
+            parse_wakeup_format("x", FORMAT),
+            Err(TraceError::TracepointMissing(_))
+        ));
+        assert!(matches!(
+            parse_wakeup_format("1", "format:\n"),
+            Err(TraceError::TracepointMissing(_))
+        ));
+    }
+
+    fn payload(pid: u32) -> Vec<u8> {
+        let mut p = vec![0u8; 36];
+        p[0..2].copy_from_slice(&374u16.to_ne_bytes());
+        p[24..28].copy_from_slice(&pid.to_ne_bytes());
+        p
+    }
+
+    fn push_u32(v: &mut Vec<u8>, x: u32) {
+        v.extend(x.to_ne_bytes());
+    }
+
+    /// A page as the kernel writes it: small event, time extend, long (type_len 0) event,
+    /// discarded event, absolute time stamp, then a null padding event.
+    fn page(commit_flags: u64, missed: Option<u64>) -> Vec<u8> {
+        let mut data = Vec::new();
+        push_u32(&mut data, 9 | (5 << 5)); // 36-byte event, delta 5
+        data.extend(payload(7));
+        push_u32(&mut data, TYPE_TIME_EXTEND | (3 << 5)); // delta (1 << 27) + 3
+        push_u32(&mut data, 1);
+        push_u32(&mut data, 2 << 5); // type_len 0 = long event, delta 2, array[0] = 36 + 4
+        push_u32(&mut data, 40);
+        data.extend(payload(8));
+        push_u32(&mut data, TYPE_PADDING | (1 << 5)); // discarded: delta 1 is a marker
+        push_u32(&mut data, 36); // total length 4 + 36, array[0] included
+        data.extend([0u8; 32]);
+        push_u32(&mut data, TYPE_TIME_STAMP | (10 << 5)); // absolute (2 << 27) | 10
+        push_u32(&mut data, 2);
+        push_u32(&mut data, 9 | (1 << 5));
+        data.extend(payload(9));
+        let mut p = Vec::new();
+        p.extend(1000u64.to_ne_bytes());
+        p.extend((data.len() as u64 | commit_flags).to_ne_bytes());
+        p.extend(&data);
+        if let Some(m) = missed {
+            p.extend(m.to_ne_bytes());
+        }
+        p.resize(4096, 0);
+        p
+    }
+
+    #[test]
+    fn decodes_ring_buffer_pages() {
+        let mut got = Vec::new();
+        let lost = parse_page(&page(0, None), |t, p| got.push((t, u32_at(p, 24).unwrap())));
+        let t1 = 1005;
+        let t2 = t1 + (1 << 27) + 3 + 2;
+        let t3 = (2 << 27) + 10 + 1;
+        assert_eq!(got, vec![(t1, 7), (t2, 8), (t3, 9)]);
+        assert_eq!(lost, 0);
+        assert_eq!(parse_page(&page(RB_MISSED_EVENTS, None), |_, _| {}), 1);
+        assert_eq!(
+            parse_page(&page(RB_MISSED_EVENTS | RB_MISSED_STORED, Some(42)), |_, _| {}),
+            42
+        );
+    }
+
+    #[test]
+    fn garbage_pages_do_not_panic() {
+        let full = page(0, None);
+        for cut in [0, 7, 15, 16, 20, 40, 60, 100] {
+            parse_page(&full[..cut], |_, _| {});
+        }
+        let mut bad = full.clone();
+        bad[8..16].copy_from_slice(&u64::MAX.to_ne_bytes()); // size beyond the page
+        assert_eq!(parse_page(&bad, |_, _| panic!("no event expected")), 0);
+        let mut zero_len = vec![0u8; 64];
+        zero_len[8] = 8; // 8 bytes of data: a long event with array[0] = 0
+        parse_page(&zero_len, |_, _| {});
+    }
+
+    #[test]
+    fn builds_filters_and_cpu_lists() {
+        let tids: BTreeSet<Tid> = [12, 7].into_iter().collect();
+        assert_eq!(filter_for(&tids).unwrap(), "pid == 7 || pid == 12");
+        let many: BTreeSet<Tid> = (1_000_000..1_001_000).collect();
+        assert!(matches!(
+            filter_for(&many),
+            Err(TraceError::TooManyThreads { threads: 1000, .. })
+        ));
+        assert_eq!(parse_cpu_list("0-3,6\n"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("0\n"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
+        assert_eq!(unescape_mount_path("/plain\\"), "/plain\\");
+    }
+}
