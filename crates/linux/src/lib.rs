@@ -5,9 +5,11 @@
 //! - [`sched`]: `sched_setattr`/`sched_getattr` with every field and flag, affinity;
 //! - [`procfs`]: thread discovery under /proc/PID/task, per-thread CPU time from schedstat, pidfds;
 //! - [`cpufreq`]: the cpufreq sysfs backend (tested against a fake sysfs tree);
-//! - [`trace`]: kernel-filtered wake-up tracing.
+//! - [`trace`]: kernel-filtered wake-up tracing;
+//! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]).
 
 pub mod cpufreq;
+pub mod kernel;
 pub mod procfs;
 pub mod sched;
 pub mod trace;

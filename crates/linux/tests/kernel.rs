@@ -1,0 +1,80 @@
+//! `LinuxKernel` against the real kernel: threads, CPU time, traced wake-ups fed to the period
+//! analyser, admission limit. Needs root (CI is root); otherwise says so and skips.
+
+use std::time::Duration;
+
+use pacer_adapt::period::{analyse, PeriodConfig, PeriodEstimate};
+use pacer_adapt::{Kernel, KernelError};
+use pacer_linux::kernel::LinuxKernel;
+use pacer_linux::sched::gettid;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn real_kernel_sensors_and_period_detection() {
+    let mut k = LinuxKernel::for_process(std::process::id());
+    let me = gettid();
+    assert!(k.threads().contains(&me), "own tid {me} in {:?}", k.threads());
+    let t0 = k.cpu_time(me).unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(30) {
+        std::hint::black_box(0u64.wrapping_add(1));
+    }
+    assert!(
+        k.cpu_time(me).unwrap() > t0 + 10_000_000,
+        "CPU time advances with busy work"
+    );
+    let limit = k.dl_bandwidth_limit();
+    eprintln!(
+        "real_kernel: {} CPUs, SCHED_DEADLINE limit {limit:.3} CPUs",
+        k.cpus()
+    );
+    assert!(limit > 0.0 && limit <= k.cpus() as f64);
+    match k.frequency(0) {
+        Ok(f) => eprintln!("real_kernel: cpufreq policy 0 at {} kHz", f.cur_khz),
+        Err(KernelError::Unsupported(m)) => eprintln!("real_kernel: no cpufreq here ({m})"),
+        Err(e) => panic!("unexpected cpufreq error: {e}"),
+    }
+
+    if !is_root() {
+        eprintln!("skipping the wake-up tracing part: needs root for tracefs");
+        return;
+    }
+    // A periodic sleeper (16 ms relative sleeps), traced for ~0.8 s, then the period analyser.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sleeper = std::thread::spawn(move || {
+        tx.send(gettid()).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(16));
+        }
+    });
+    let tid = rx.recv().unwrap();
+    if let Err(e) = k.trace_wakeups(tid, true) {
+        eprintln!("skipping the wake-up tracing part: {e}");
+        sleeper.join().unwrap();
+        return;
+    }
+    sleeper.join().unwrap();
+    let mut w = Vec::new();
+    k.drain_wakeups(tid, &mut w).unwrap();
+    assert!(w.len() >= 40, "only {} wake-ups traced", w.len());
+    let spacing = (w[w.len() - 1] - w[0]) as f64 / (w.len() - 1) as f64;
+    let est = analyse(&w, &PeriodConfig::default());
+    eprintln!(
+        "real_kernel: {} wake-ups, mean spacing {:.3} ms, analyser: {est:?}",
+        w.len(),
+        spacing / 1e6
+    );
+    let PeriodEstimate::Periodic { period_ns, .. } = est else {
+        panic!("not periodic: {est:?}")
+    };
+    let err = (period_ns as f64 - spacing).abs() / spacing;
+    assert!(
+        err < 0.02,
+        "detected {period_ns} ns vs mean spacing {spacing:.0} ns"
+    );
+}
