@@ -75,7 +75,15 @@ fn pidfd_tracks_one_process() {
     assert!(fd.is_alive().unwrap());
     fd.send_signal(0).unwrap();
     assert_eq!(fd.threads().unwrap(), vec![pid]);
-    assert_eq!(fd.comm(pid).unwrap(), "sleep");
+    // The child reports the parent's name until its exec of `sleep` completes: wait for it
+    // (bounded), rather than racing the exec.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut comm = fd.comm(pid).unwrap();
+    while comm != "sleep" && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        comm = fd.comm(pid).unwrap();
+    }
+    assert_eq!(comm, "sleep");
     let cpu = fd.cpu_time(pid).unwrap();
 
     fd.send_signal(libc::SIGKILL).unwrap();
