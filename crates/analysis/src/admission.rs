@@ -14,15 +14,12 @@
 //! Admission is not a schedulability test for global EDF: it guarantees bounded tardiness only
 //! (Devi & Anderson); for partitioned EDF on exclusive cpusets it is the exact D = T test.
 
-use pacer_model::reservation::to_ratio;
+use pacer_model::reservation::{dl_total_limit, fair_servers_bw, to_ratio};
 use pacer_model::{Duration, Reservation, CAPACITY_SCALE};
 use serde::Serialize;
 
 use crate::outcome::{Outcome, Verdict};
 use crate::Timing;
-
-/// `SCHED_CAPACITY_SHIFT`.
-const CAPACITY_SHIFT: u32 = 10;
 
 /// The kernel settings admission depends on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,14 +58,15 @@ impl AdmissionConfig {
 
     /// The fixed-point bandwidth available to all deadline entities: cap_scale(bw, cap).
     pub fn total_limit(&self) -> Option<u64> {
-        self.bw_limit().map(|bw| (bw * self.capacity()) >> CAPACITY_SHIFT)
+        dl_total_limit(self.capacity(), self.rt_runtime_us, self.rt_period_us)
     }
 
     /// Bandwidth already taken by fair servers (one per CPU).
     pub fn reserved_by_servers(&self) -> u64 {
-        self.fair_server
-            .map(|(rt, p)| to_ratio(p.ns(), rt.ns()) * self.capacities.len() as u64)
-            .unwrap_or(0)
+        fair_servers_bw(
+            self.capacities.len(),
+            self.fair_server.map(|(rt, p)| (rt.ns(), p.ns())),
+        )
     }
 }
 

@@ -1,9 +1,8 @@
 //! `pacer analyze`: read a task set, run the analysis suite, print a table or JSON.
 
-use std::io::Read;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::ValueEnum;
 use pacer_analysis::admission::{bw_to_f64, AdmissionConfig};
 use pacer_analysis::partition::Heuristic;
@@ -90,11 +89,7 @@ pub fn run(args: Args) -> Result<()> {
 
 pub fn read_set(path: &std::path::Path) -> Result<TaskSet> {
     if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading standard input")?;
-        Ok(pacer_model::parse_taskset(&text, "<stdin>")?)
+        Ok(pacer_model::parse_taskset(&crate::read_stdin()?, "<stdin>")?)
     } else {
         Ok(pacer_model::read_taskset(path)?)
     }

@@ -45,14 +45,16 @@ enum Command {
     Bench(bench::Args),
 }
 
+/// Reads all of standard input (for the `-` file argument every file-taking command accepts).
+pub(crate) fn read_stdin() -> anyhow::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|e| anyhow::anyhow!("reading standard input: {e}"))?;
+    Ok(text)
+}
+
 fn main() -> ExitCode {
-    // Behave like other Unix filters when the reader goes away (`pacer … | head`): die quietly of
-    // SIGPIPE instead of panicking on a failed write to standard output.
-    // SAFETY: called before any other thread exists; only resets a signal disposition.
-    #[cfg(unix)]
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    pacer_linux::default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),

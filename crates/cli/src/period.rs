@@ -4,7 +4,7 @@
 //! observation window (the statistics of the paper's Fig. 8).
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -267,11 +267,12 @@ fn label(path: &Path) -> String {
 
 fn read_trace(path: &Path, format: TraceFormat, filter: &TraceFilter) -> Result<WakeupTrace> {
     if path.as_os_str() == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading standard input")?;
-        Ok(traceio::parse_str(&text, "<stdin>", format, filter)?)
+        Ok(traceio::parse_str(
+            &crate::read_stdin()?,
+            "<stdin>",
+            format,
+            filter,
+        )?)
     } else {
         Ok(traceio::read_file(path, format, filter)?)
     }

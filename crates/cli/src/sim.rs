@@ -174,9 +174,7 @@ pub(crate) enum Input {
 
 fn read_input(path: &PathBuf) -> Result<Input> {
     let (text, name) = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).context("reading standard input")?;
-        (s, "<stdin>".to_string())
+        (crate::read_stdin()?, "<stdin>".to_string())
     } else {
         let s = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
         (s, path.display().to_string())

@@ -112,16 +112,18 @@ impl Kernel for LinuxKernel {
         sched::set_policy(t, p, true).map_err(KernelError::from)
     }
     fn dl_bandwidth_limit(&self) -> f64 {
+        use pacer_model::reservation::{dl_total_limit, fair_servers_bw, BW_SHIFT, DEFAULT_FAIR_SERVER};
         let runtime = read_sysctl("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or(950_000);
         let period = read_sysctl("/proc/sys/kernel/sched_rt_period_us")
             .unwrap_or(1_000_000)
-            .max(1);
-        let cpus = self.cpus() as f64;
-        if runtime < 0 {
-            return cpus;
-        }
-        // Since Linux 6.12 each CPU's fair server holds 50 ms every 1 s of deadline bandwidth.
-        (cpus * (runtime as f64 / period as f64 - 0.05)).max(0.0)
+            .max(1) as u64;
+        let cpus = self.cpus();
+        // -1 disables admission control; Linux ≥ 6.12 holds one fair server per CPU.
+        let Some(total) = dl_total_limit(cpus as u64 * 1024, u64::try_from(runtime).ok(), period) else {
+            return cpus as f64;
+        };
+        let avail = total.saturating_sub(fair_servers_bw(cpus, Some(DEFAULT_FAIR_SERVER)));
+        avail as f64 / (1u64 << BW_SHIFT) as f64
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
         self.check_policy(cluster)?;

@@ -13,3 +13,12 @@ pub mod kernel;
 pub mod procfs;
 pub mod sched;
 pub mod trace;
+
+/// Restores the default SIGPIPE disposition, so a command writing into a closed pipe
+/// (`pacer … | head`) ends quietly like other Unix filters instead of failing on every write.
+pub fn default_sigpipe() {
+    // SAFETY: resets a signal disposition; called by the binary before it starts any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

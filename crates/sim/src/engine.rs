@@ -78,7 +78,7 @@ impl SimConfig {
             rt_period_us: 1_000_000,
             rr_timeslice: RR_TIMESLICE_NS,
             freqs_khz: vec![1_000_000],
-            fair_server: Some((50_000_000, 1_000_000_000)),
+            fair_server: Some(pacer_model::reservation::DEFAULT_FAIR_SERVER),
             scale_invariant_runtime: true,
         }
     }
@@ -1476,13 +1476,11 @@ impl Sim {
     /// Bandwidth available to SCHED_DEADLINE on the whole platform, fixed point (BW_SHIFT):
     /// cap_scale(u_max, Σ capacity), as `__dl_overflow()` sees it, less the fair servers.
     pub(crate) fn dl_limit_fixed(&self) -> u64 {
-        let max_bw = to_ratio(self.cfg.rt_period_us, self.cfg.rt_runtime_us);
+        use pacer_model::reservation::{dl_total_limit, fair_servers_bw};
         let cap: u64 = self.cpus.iter().map(|c| c.capacity).sum();
-        let servers = self
-            .cfg
-            .fair_server
-            .map_or(0, |(rt, p)| to_ratio(p, rt) * self.cpus.len() as u64);
-        ((max_bw * cap) >> 10).saturating_sub(servers)
+        let total =
+            dl_total_limit(cap, Some(self.cfg.rt_runtime_us), self.cfg.rt_period_us).unwrap_or(u64::MAX);
+        total.saturating_sub(fair_servers_bw(self.cpus.len(), self.cfg.fair_server))
     }
 
     /// SCHED_DEADLINE bandwidth available on the platform, in CPUs (what admission enforces).
