@@ -454,6 +454,14 @@ struct LegacyThread {
     opts: ThreadOptions,
     phase: Phase,
     trace_start: u64,
+    /// CPU time at `trace_start`: the demand seen while detecting gives the first budget.
+    trace_cpu: Option<u64>,
+    /// A period was detected before the thread had a reservation; confirm it from a window
+    /// traced once the reservation is in place.
+    confirm: bool,
+    /// The next analysis is that confirmation: its period replaces the first one even within
+    /// `period_tolerance`.
+    confirming: bool,
     wakeups: VecDeque<u64>,
     period: Option<u64>,
     confidence: Option<f64>,
@@ -573,6 +581,9 @@ impl LegacyController {
                 opts,
                 phase: Phase::Pending,
                 trace_start: 0,
+                trace_cpu: None,
+                confirm: false,
+                confirming: false,
                 wakeups: VecDeque::new(),
                 period: None,
                 confidence: None,
@@ -672,9 +683,10 @@ impl LegacyController {
                     return;
                 }
                 th.trace_start = now;
+                th.trace_cpu = k.cpu_time(tid).ok();
                 th.phase = Phase::Detecting;
                 if let Some(p) = th.opts.known_period {
-                    adopt(th, k, tid, cfg, p, 1.0, now);
+                    adopt(th, k, tid, cfg, p, 1.0, now, false);
                 } else if let Err(e) = k.trace_wakeups(tid, true) {
                     th.note = Some(format!("cannot trace wake-ups: {e}"));
                     th.slot.kernel_error(&e);
@@ -689,6 +701,16 @@ impl LegacyController {
                 Ok(()) => th.wakeups.extend(fresh),
                 Err(e) => th.slot.kernel_error(&e),
             }
+            // A thread that shares the CPU with others before it is reserved often runs late, and
+            // a late periodic thread does not sleep, so some activations leave no wake-up: the
+            // first detection may find a harmonic. Once the reservation makes it run on time, a
+            // fresh window tells the true period (checked one window later).
+            if th.confirm && th.slot.applied.is_some() {
+                th.confirm = false;
+                th.confirming = true;
+                th.wakeups.clear();
+                th.next_check = now.saturating_add(cfg.window_ns);
+            }
             let horizon = now.saturating_sub(cfg.window_ns);
             while th.wakeups.front().is_some_and(|&t| t < horizon) {
                 th.wakeups.pop_front();
@@ -699,6 +721,7 @@ impl LegacyController {
             };
             if due && !th.slot.gone {
                 th.next_check = now.saturating_add(cfg.recheck_ns);
+                let force = std::mem::take(&mut th.confirming);
                 let est = (self.detector)(th.wakeups.make_contiguous());
                 match est {
                     PeriodEstimate::Periodic {
@@ -715,7 +738,7 @@ impl LegacyController {
                             th.note = Some(format!("period {period_ns} ns cannot be reserved"));
                         } else {
                             th.note = None;
-                            adopt(th, k, tid, cfg, period_ns, confidence, now);
+                            adopt(th, k, tid, cfg, period_ns, confidence, now, force);
                         }
                     }
                     PeriodEstimate::NotPeriodic { reason } => {
@@ -912,7 +935,9 @@ impl LegacyController {
     }
 }
 
-/// Adopts period `p` for a thread (first detection or a real change).
+/// Adopts period `p` for a thread (first detection, a real change, or — `force` — the
+/// confirmation of a first detection, which replaces it even when close).
+#[allow(clippy::too_many_arguments)]
 fn adopt(
     th: &mut LegacyThread,
     k: &mut dyn Kernel,
@@ -921,10 +946,11 @@ fn adopt(
     p: u64,
     confidence: f64,
     now: u64,
+    force: bool,
 ) {
     th.confidence = Some(confidence);
     if let Some(old) = th.period {
-        if (p as f64 - old as f64).abs() <= cfg.period_tolerance * old as f64 {
+        if p == old || (!force && (p as f64 - old as f64).abs() <= cfg.period_tolerance * old as f64) {
             return;
         }
     }
@@ -942,6 +968,19 @@ fn adopt(
             .div_ceil(old as u128)
             .min(u64::MAX as u128) as u64;
         th.request = Some(scaled.clamp(cfg.min_budget(), cap_q(p, cfg.max_bandwidth)));
+    }
+    if th.period.is_none() && th.opts.known_period.is_none() {
+        th.confirm = true;
+        // First budget from the CPU time used while detecting, so the thread is reserved now
+        // rather than one sampling period later.
+        if let Some(c0) = th.trace_cpu {
+            let dt = now.saturating_sub(th.trace_start);
+            if dt > 0 {
+                let demand = (cpu.saturating_sub(c0) as u128 * p as u128 / dt as u128) as u64;
+                let q = lfspp_budget(demand, p, p, cfg.spread);
+                th.request = Some(q.clamp(cfg.min_budget(), cap_q(p, cfg.max_bandwidth)));
+            }
+        }
     }
     th.period = Some(p);
     th.sampling = sampling_period_for(p, cfg.sampling_ns);

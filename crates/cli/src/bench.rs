@@ -20,6 +20,9 @@ pub enum What {
     /// Period-detection accuracy and cost vs observation window and background real-time load
     /// (the LFS++ §7.4 experiment, Fig. 8–9), on the simulator with the real period analyser.
     Period(PeriodArgs),
+    /// Cost of `pacer exec` on the real kernel: wake-up tracing overhead on a program's wall
+    /// time, and pacer's own CPU use while it controls 1, 10, 50 threads (needs root).
+    Exec(crate::bench_exec::ExecBenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -61,6 +64,7 @@ struct PeriodReport {
 pub fn run(a: Args) -> Result<()> {
     match a.what {
         What::Period(p) => period(p),
+        What::Exec(e) => crate::bench_exec::run(e),
     }
 }
 

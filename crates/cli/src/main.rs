@@ -3,9 +3,14 @@
 
 mod analyze;
 mod bench;
+mod bench_exec;
+mod compare;
+mod cpuset;
 mod demo;
+mod exec;
 mod gen;
 mod period;
+mod run;
 mod sim;
 mod table;
 
@@ -39,10 +44,24 @@ enum Command {
     Analyze(analyze::Args),
     /// Simulate a task set or an rt-app workload on the Linux scheduling classes.
     Sim(sim::Args),
+    /// Run an rt-app workload on this machine's kernel and measure every job (as `sim` does).
+    Run(run::Args),
+    /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
+    Compare(compare::Args),
     /// Detect a thread's period from a recorded wake-up trace (LFS++ period analyser).
     Period(period::Args),
     /// Measure pacer itself (e.g. period-detection accuracy vs window and load).
     Bench(bench::Args),
+    /// Run a program under adaptive SCHED_DEADLINE reservations (LFS++: period detection,
+    /// feedback budgets, supervisor); its threads get their policy back when pacer stops.
+    Exec(exec::ExecArgs),
+    /// Put a running process's threads under adaptive SCHED_DEADLINE reservations (as `exec`).
+    Attach(exec::AttachArgs),
+    /// Run a command inside an exclusive CPU partition (its own SCHED_DEADLINE root domain).
+    Cpuset(cpuset::Args),
+    /// Internal: the companion that restores threads if pacer is killed (reads stdin).
+    #[command(hide = true)]
+    Guardian(exec::GuardianArgs),
 }
 
 /// Reads all of standard input (for the `-` file argument every file-taking command accepts).
@@ -56,19 +75,44 @@ pub(crate) fn read_stdin() -> anyhow::Result<String> {
 fn main() -> ExitCode {
     pacer_linux::default_sigpipe();
     let cli = Cli::parse();
+    let code = |r: anyhow::Result<u8>| r.map(ExitCode::from);
     let result = match cli.command {
         Command::Demo(a) => demo::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Analyze(a) => analyze::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Run(a) => run::run(a),
+        Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),
         Command::Period(a) => period::run(a),
+        Command::Exec(a) => return finish(code(exec::exec(a))),
+        Command::Attach(a) => return finish(code(exec::attach(a))),
+        Command::Guardian(a) => return finish(code(exec::guardian(a))),
+        Command::Cpuset(a) => return finish(code(cpuset::run(a))),
     };
+    finish(result.map(|()| ExitCode::SUCCESS))
+}
+
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("pacer: error: {e:#}");
+            eprintln!("pacer: error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, like anyhow's `{:#}`, minus causes whose text the message already
+/// quotes (library errors include their OS error in their own message).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
 }

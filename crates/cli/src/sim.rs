@@ -172,7 +172,8 @@ pub(crate) enum Input {
     RtApp(Workload),
 }
 
-fn read_input(path: &PathBuf) -> Result<Input> {
+/// Reads a task-set or rt-app file (`-`: standard input) and decides which it is.
+pub(crate) fn read_input(path: &PathBuf) -> Result<Input> {
     let (text, name) = if path.as_os_str() == "-" {
         (crate::read_stdin()?, "<stdin>".to_string())
     } else {
@@ -188,6 +189,25 @@ fn read_input(path: &PathBuf) -> Result<Input> {
         Ok(Input::TaskSet(pacer_model::parse_taskset(&text, &name)?))
     } else {
         Ok(Input::RtApp(pacer_workload::parse_rtapp(&text, &name)?))
+    }
+}
+
+/// Prints the rt-app keys the parser skipped as a warning on standard error: a few of them, since
+/// one line per key would bury the results (`--json` lists them all in `ignored_keys`).
+pub(crate) fn warn_ignored(command: &str, ignored: &[String]) {
+    if ignored.is_empty() {
+        return;
+    }
+    let n = ignored.len();
+    eprintln!(
+        "{command}: warning: {n} rt-app key{} not modelled, ignored:",
+        if n == 1 { "" } else { "s" }
+    );
+    for k in ignored.iter().take(4) {
+        eprintln!("  {k}");
+    }
+    if n > 4 {
+        eprintln!("  … and {} more (see `ignored_keys` in --json output)", n - 4);
     }
 }
 
@@ -369,19 +389,8 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
         Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.policy.to_string())),
         Input::RtApp(w) => (w, None),
     };
-    if interactive && !workload.ignored.is_empty() {
-        // One line per ignored key would bury the results; show a few, --json lists them all.
-        let n = workload.ignored.len();
-        eprintln!(
-            "pacer sim: warning: {n} rt-app key{} not modelled, ignored:",
-            if n == 1 { "" } else { "s" }
-        );
-        for k in workload.ignored.iter().take(4) {
-            eprintln!("  {k}");
-        }
-        if n > 4 {
-            eprintln!("  … and {} more (see `ignored_keys` in --json output)", n - 4);
-        }
+    if interactive {
+        warn_ignored("pacer sim", &workload.ignored);
     }
     if let Some(n) = admission_note(&workload, m) {
         if interactive {

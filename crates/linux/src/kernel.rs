@@ -41,6 +41,16 @@ impl LinuxKernel {
         }
     }
 
+    /// The controlled process.
+    pub fn pid(&self) -> Tid {
+        self.pid
+    }
+
+    /// Wake-up events the tracer lost (ring buffer overruns) since tracing began.
+    pub fn lost_wakeups(&self) -> u64 {
+        self.tracer.as_ref().map_or(0, |t| t.lost())
+    }
+
     /// `Unsupported` when cpufreq (or this policy) does not exist, rather than an I/O error.
     fn check_policy(&self, cluster: usize) -> Result<(), KernelError> {
         let ids = self.cpufreq.policy_ids().map_err(KernelError::from)?;
@@ -108,6 +118,11 @@ impl Kernel for LinuxKernel {
         sched::get_policy(t).map_err(KernelError::from)
     }
     fn set_policy(&mut self, t: Tid, p: Policy) -> Result<(), KernelError> {
+        // Only threads of the controlled process: a TID that was reused by another process since
+        // the controller last saw it is not ours to change.
+        if !self.procfs.has_thread(self.pid, t) {
+            return Err(KernelError::NoSuchThread(t));
+        }
         // A reserved thread must stay able to create threads: RESET_ON_FORK always on.
         sched::set_policy(t, p, true).map_err(KernelError::from)
     }

@@ -6,12 +6,23 @@
 //! - [`procfs`]: thread discovery under /proc/PID/task, per-thread CPU time from schedstat, pidfds;
 //! - [`cpufreq`]: the cpufreq sysfs backend (tested against a fake sysfs tree);
 //! - [`trace`]: kernel-filtered wake-up tracing;
-//! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]).
+//! - [`cpuset`]: exclusive cpusets (cgroup v1 and v2) for partitioned/clustered runs, each its
+//!   own SCHED_DEADLINE root domain; stale clean-up; root-domain rebuild; `dl_bw` read-out;
+//! - [`perf`]: per-thread context-switch and migration counts from perf software events;
+//! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]);
+//! - [`control`]: LFS++ on one running process (`pacer exec` / `pacer attach`), with
+//!   [`guardian`] (restores threads if pacer dies) and [`signals`] (signals as pollable events).
 
+pub mod control;
 pub mod cpufreq;
+pub mod cpuset;
+pub mod guardian;
 pub mod kernel;
+pub mod perf;
 pub mod procfs;
+pub mod run;
 pub mod sched;
+pub mod signals;
 pub mod trace;
 
 /// Restores the default SIGPIPE disposition, so a command writing into a closed pipe

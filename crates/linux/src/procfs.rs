@@ -82,6 +82,17 @@ impl ProcFs {
         Ok(tids)
     }
 
+    /// Whether `tid` is, right now, a thread of process `pid`. Thread ids are unique system-wide
+    /// while they live, so this is what makes acting on a TID safe: a reused TID belongs to
+    /// another process and is not listed here.
+    pub fn has_thread(&self, pid: Tid, tid: Tid) -> bool {
+        self.root
+            .join(pid.to_string())
+            .join("task")
+            .join(tid.to_string())
+            .exists()
+    }
+
     /// Cumulative time on CPU of thread `tid` of process `pid`, ns: the first field of
     /// `/proc/PID/task/TID/schedstat`.
     pub fn cpu_time(&self, pid: Tid, tid: Tid) -> Result<u64, LinuxError> {
@@ -237,6 +248,13 @@ impl Pidfd {
     /// A thread's name (see [`ProcFs::comm`]), verified against PID reuse.
     pub fn comm(&self, tid: Tid) -> Result<String, LinuxError> {
         self.verified(|p| p.comm(self.pid, tid))
+    }
+}
+
+impl AsRawFd for Pidfd {
+    /// The descriptor polls readable once the process exits.
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 }
 

@@ -14,7 +14,10 @@ use std::io;
 use std::path::PathBuf;
 
 use pacer_adapt::KernelError;
-use pacer_model::reservation::{SCHED_FLAG_DL_OVERRUN, SCHED_FLAG_RECLAIM, SCHED_FLAG_RESET_ON_FORK};
+use pacer_model::reservation::{
+    DEFAULT_PERIOD_MAX, DL_MIN_RUNTIME_NS, SCHED_FLAG_DL_OVERRUN, SCHED_FLAG_RECLAIM,
+    SCHED_FLAG_RESET_ON_FORK,
+};
 use pacer_model::{Duration, Policy, Reservation, ReservationFlags};
 
 /// A thread (or process) id as the kernel knows it. `0` means "the calling thread" in the
@@ -305,13 +308,48 @@ pub fn get_attr(tid: Tid) -> Result<SchedAttr, LinuxError> {
 /// Admission refusals come back as a `Syscall` error with errno EBUSY
 /// (→ [`KernelError::Admission`]).
 ///
-/// Caution (observed on Linux 6.18 in pacer's VM): moving a *sleeping* SCHED_DEADLINE thread to
-/// another policy from a different thread leaked its bandwidth from the root domain's admission
-/// accounting (`dl_bw->total_bw` in /sys/kernel/debug/sched/debug never went back down), so later
-/// reservations were refused. Demoting a thread from itself while it runs, or letting it exit,
-/// released the bandwidth correctly.
+/// A thread leaving SCHED_DEADLINE goes through [`shrink_reservation`] first; see there for the
+/// kernel behaviour this avoids.
 pub fn set_policy(tid: Tid, policy: Policy, reset_on_fork: bool) -> Result<(), LinuxError> {
+    if !matches!(policy, Policy::Deadline(_)) {
+        let current = get_attr(tid)?;
+        if current.sched_policy == SCHED_DEADLINE {
+            shrink_reservation(tid, &current)?;
+        }
+    }
     set_attr(tid, &SchedAttr::from_policy(&policy, reset_on_fork))
+}
+
+/// Period of the reservation a thread passes through on its way out of SCHED_DEADLINE: the
+/// longest the kernel accepts, capped at the default maximum (4.19 s).
+fn parking_period() -> u64 {
+    let max_us = std::fs::read_to_string("/proc/sys/kernel/sched_deadline_period_max_us")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_PERIOD_MAX.0 / 1000);
+    max_us.saturating_mul(1000).min(DEFAULT_PERIOD_MAX.0)
+}
+
+/// Changes a SCHED_DEADLINE thread's reservation to 1024 ns every [`parking_period`], whose
+/// bandwidth rounds to 0 in the kernel's 20-bit fixed point (1024·2²⁰ / 4.19 s < 1).
+///
+/// Why (observed on Linux 6.18 in pacer's VM, documented in docs/linux.md): moving a *sleeping*
+/// SCHED_DEADLINE thread whose 0-lag time has passed to another policy from a different thread
+/// leaves its bandwidth in the root domain's admission accounting (`dl_bw->total_bw` in
+/// /sys/kernel/debug/sched/debug never goes back down: `switched_from_dl()` defers the release to
+/// the inactive timer, which is no longer armed), so later reservations are refused. A
+/// parameter change, by contrast, swaps the bandwidth in the accounting at once, whatever the
+/// thread's state. After this step the demotion has nothing left to leak. The thread keeps its
+/// current runtime and deadline until the demotion that follows, so it is not throttled by it.
+pub fn shrink_reservation(tid: Tid, current: &SchedAttr) -> Result<(), LinuxError> {
+    let period = parking_period();
+    let parked = SchedAttr {
+        sched_runtime: DL_MIN_RUNTIME_NS,
+        sched_deadline: period,
+        sched_period: period,
+        ..*current
+    };
+    set_attr(tid, &parked)
 }
 
 /// A thread's current policy as a pacer [`Policy`].

@@ -293,3 +293,52 @@ fn affinity_round_trip() {
         &all[..1]
     );
 }
+
+/// Demoting a sleeping SCHED_DEADLINE thread from another thread must give its bandwidth back to
+/// admission control (`dl_bw->total_bw`); see `sched::shrink_reservation` for the kernel behaviour
+/// this guards against.
+#[test]
+fn demoting_a_sleeping_thread_does_not_leak_bandwidth() {
+    let _g = serialize();
+    let test = "demoting_a_sleeping_thread_does_not_leak_bandwidth";
+    if !can_use_deadline(test) {
+        return;
+    }
+    // The probe's reservation is released at its 0-lag time, within its 10 ms period.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let before = match pacer_linux::cpuset::read_dl_bandwidth() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{test}: skipping: cannot read dl_bw->total_bw from debugfs: {e}");
+            return;
+        }
+    };
+    let total = |s: &[pacer_linux::cpuset::DlBandwidth]| pacer_linux::cpuset::total_bw_of(s, 0).unwrap();
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("spawn sleep");
+    let tid = child.id();
+    let p = dl(Duration::from_ms(1), Duration::from_ms(10), Duration::from_ms(10));
+    set_policy(tid, p, true).expect("reserve the sleeping child");
+    let during = pacer_linux::cpuset::read_dl_bandwidth().unwrap();
+    // Past the 0-lag time: the inactive timer has fired, the case where the kernel leaked.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    set_policy(tid, OTHER, false).expect("demote from this thread");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let after = pacer_linux::cpuset::read_dl_bandwidth().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!(
+        "{test}: total_bw before {}, reserved {}, after demotion {}",
+        total(&before),
+        total(&during),
+        total(&after)
+    );
+    assert!(total(&during) > total(&before), "the reservation was accounted");
+    assert_eq!(
+        total(&after),
+        total(&before),
+        "bandwidth returned after demoting a sleeping thread"
+    );
+}

@@ -27,9 +27,8 @@ use std::collections::BinaryHeap;
 use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::CAPACITY_SCALE;
+use pacer_workload::ThreadRng;
 use pacer_workload::{Event, Policy, Workload};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 
 use crate::class::deadline::{time_to_exhaust, DlEntity, DlRq};
 use crate::class::fair::{weight_of_nice, FairRq, FAIR_SLICE_NS};
@@ -166,7 +165,7 @@ struct Thread {
     timer_gen: u64,
     /// A SCHED_DEADLINE thread whose runtime ran out: waits for the replenishment timer.
     throttled: bool,
-    rng: ChaCha8Rng,
+    rng: ThreadRng,
     stats: ThreadStats,
     /// The policy as last set (for `Kernel::policy`).
     policy: Policy,
@@ -238,14 +237,6 @@ pub struct Sim {
     pending_app: Vec<AppEvent>,
 }
 
-fn thread_seed(seed: u64, t: usize) -> u64 {
-    // SplitMix64 step: decorrelates neighbouring thread indices.
-    let mut z = seed.wrapping_add((t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 impl Sim {
     /// Prepares a simulation of `workload` on `cfg.cpus` CPUs; nothing runs until [`Sim::run_until`].
     pub fn new(workload: Workload, cfg: SimConfig) -> Result<Sim, SimError> {
@@ -305,14 +296,6 @@ impl Sim {
                 // SCHED_IDLE: the fair class with the kernel's WEIGHT_IDLEPRIO.
                 Policy::Idle => (ClassId::Fair, 0, false, 3, None),
             };
-            let first_timer = spec
-                .phases
-                .iter()
-                .flat_map(|p| p.events.iter())
-                .find_map(|e| match e {
-                    Event::Timer { period, .. } => Some(period.ns()),
-                    _ => None,
-                });
             if spec
                 .phases
                 .iter()
@@ -330,16 +313,9 @@ impl Sim {
                     message: "no events to run".into(),
                 });
             }
-            let rel_deadline = spec
-                .job_deadline
-                .map(|d| d.ns())
-                .or(dl.map(|d| d.dl_deadline))
-                .or(first_timer)
-                .unwrap_or(u64::MAX / 4);
-            let period = first_timer
-                .or(dl.map(|d| d.dl_period))
-                .unwrap_or(rel_deadline)
-                .max(1);
+            // Shared with the real-kernel executor, so both judge jobs alike.
+            let rel_deadline = spec.relative_deadline_ns();
+            let period = spec.period_ns();
             threads.push(Thread {
                 class,
                 rt_prio,
@@ -357,14 +333,14 @@ impl Sim {
                 pending_release: None,
                 rel_deadline,
                 period,
-                has_timer: first_timer.is_some(),
+                has_timer: spec.has_timer(),
                 t_first: 0,
                 rt_order: 0,
                 vruntime: 0,
                 slice_used: 0,
                 timer_gen: 0,
                 throttled: false,
-                rng: ChaCha8Rng::seed_from_u64(thread_seed(cfg.seed, i)),
+                rng: pacer_workload::thread_rng(cfg.seed, i),
                 stats: ThreadStats::default(),
                 policy: spec.policy,
                 wake_log: None,
@@ -976,24 +952,42 @@ impl Sim {
     // ---- thread life cycle --------------------------------------------------------------------
 
     fn start_job(&mut self, t: ThreadId, release: u64) {
+        let now = self.now;
         let th = &mut self.threads[t as usize];
         let seq = th.stats.released;
         th.stats.released += 1;
+        // A job released while its thread is on a CPU (a late timer, or the next pass of a
+        // thread without timers) starts running at once, on that CPU; otherwise it starts when the
+        // thread is next switched in.
+        let running = th.state == State::Running;
         th.job = Some(Job {
             seq,
             release,
             deadline: release.saturating_add(th.rel_deadline),
-            start: None,
+            start: running.then_some(now),
             exec: 0,
             preemptions: 0,
             migrations: 0,
-            last_cpu: None,
+            last_cpu: running.then_some(th.cpu),
         });
         self.trace(TraceEvent::Release {
             t: release,
             thread: t,
             job: seq,
         });
+        let th = &self.threads[t as usize];
+        if running && th.cooperative {
+            // Begins now rather than at the next switch-in, which may never come.
+            self.pending_app.push(AppEvent::JobBegin {
+                thread: t,
+                t: now,
+                dl: th.dl.map(|e| DlState {
+                    deadline: e.deadline,
+                    runtime: e.runtime,
+                }),
+                cpu_time: th.stats.exec,
+            });
+        }
     }
 
     fn finish_job(&mut self, t: ThreadId) {

@@ -4,48 +4,9 @@
 
 use serde::Serialize;
 
-/// Index of a simulated thread (its position in the workload).
-pub type ThreadId = u32;
-
-/// One finished job. Times are absolute simulated nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct JobRecord {
-    pub thread: ThreadId,
-    /// 0-based job number within the thread.
-    pub job: u64,
-    pub release: u64,
-    /// First time the job ran (`None` cannot happen for a finished job; kept for symmetry).
-    pub start: u64,
-    pub finish: u64,
-    /// Absolute deadline.
-    pub deadline: u64,
-    /// The thread's period (for normalised laxity), or its relative deadline if aperiodic.
-    pub period: u64,
-    /// CPU time the job consumed.
-    pub exec: u64,
-    /// Times the job was preempted (involuntarily descheduled while runnable, incl. throttling).
-    pub preemptions: u32,
-    /// Times the job resumed on a different CPU than it last ran on.
-    pub migrations: u32,
-    /// CPU the job finished on.
-    pub cpu: u32,
-}
-
-impl JobRecord {
-    pub fn response_time(&self) -> u64 {
-        self.finish - self.release
-    }
-    pub fn relative_deadline(&self) -> u64 {
-        self.deadline - self.release
-    }
-    pub fn missed(&self) -> bool {
-        self.finish > self.deadline
-    }
-    /// (relative deadline − response time) / period (rm-vs-edf-multicore-linux.txt, Table 2).
-    pub fn normalised_laxity(&self) -> f64 {
-        (self.relative_deadline() as f64 - self.response_time() as f64) / self.period as f64
-    }
-}
+// The job record and thread index are shared with the real-kernel executor, so both write the
+// same CSV and summaries (`pacer_workload::jobs`); re-exported here for the simulator's users.
+pub use pacer_workload::jobs::{JobRecord, ThreadId};
 
 /// A scheduling event, for traces.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

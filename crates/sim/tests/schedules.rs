@@ -262,3 +262,29 @@ fn identical_seeds_give_identical_runs() {
     assert_eq!(a, b);
     assert_ne!(a, c);
 }
+
+#[test]
+fn jobs_released_while_running_start_at_once() {
+    // A 3 ms job with a 2 ms absolute timer is always late: each next job is released in the past
+    // (at 2, 4, 6 …) while the thread is still on its CPU, and starts right then, when the
+    // previous one finishes (3, 6, 9 …) — not at some later switch-in.
+    let late = periodic("late", 0, 3, 2, Policy::Fifo { priority: 10 }, None);
+    // Without timers, each pass is a job that starts where the previous one finished.
+    let passes = thread(
+        "passes",
+        Policy::Fifo { priority: 10 },
+        vec![Event::Run {
+            work: Work::Fixed { ns: ms(1) },
+        }],
+        Some(vec![1]),
+    );
+    let jobs = simulate(vec![late, passes], 2, 10);
+    let starts = |t: u32| -> Vec<(u64, u64, u64)> {
+        jobs.iter()
+            .filter(|j| j.thread == t)
+            .map(|j| (j.release / MS, j.start / MS, j.finish / MS))
+            .collect()
+    };
+    assert_eq!(&starts(0)[..3], &[(0, 0, 3), (2, 3, 6), (4, 6, 9)]);
+    assert_eq!(&starts(1)[..3], &[(0, 0, 1), (1, 1, 2), (2, 2, 3)]);
+}

@@ -1,6 +1,8 @@
 //! Runnable workloads: the model shared by the simulator and the real-kernel executor, the rt-app
-//! JSON parser, and conversion of pacer task sets.
+//! JSON parser, conversion of pacer task sets, and the per-job results both executors produce
+//! ([`jobs`]: record, CSV schema, summary, comparison).
 
+pub mod jobs;
 pub mod model;
 pub mod rtapp;
 pub mod taskset;
@@ -11,4 +13,4 @@ pub use rtapp::{parse_rtapp, read_rtapp, RtAppError};
 pub use taskset::{
     deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,
 };
-pub use work::WorkError;
+pub use work::{thread_rng, thread_seed, ThreadRng, WorkError};

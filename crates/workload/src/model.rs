@@ -1,5 +1,5 @@
-//! The workload model both executors run: the simulator (`pacer sim`) and, in a later issue, the
-//! real-kernel executor (`pacer run`). It is rt-app's model (threads running phases of events in
+//! The workload model both executors run: the simulator (`pacer sim`) and the real-kernel
+//! executor (`pacer run`, crates/linux). It is rt-app's model (threads running phases of events in
 //! key order) made explicit, so an rt-app file and a pacer task set become the same thing.
 //!
 //! Units: integer nanoseconds ([`Duration`]). rt-app files are in microseconds; the parser converts.
@@ -37,6 +37,55 @@ pub struct ThreadSpec {
     /// Relative deadline used to judge jobs that are not SCHED_DEADLINE (defaults to the period
     /// of the thread's timer; for task sets, D).
     pub job_deadline: Option<Duration>,
+}
+
+impl ThreadSpec {
+    /// Period of the first `timer` event the thread runs, if any (its job period).
+    pub fn timer_period(&self) -> Option<Duration> {
+        self.phases
+            .iter()
+            .flat_map(|p| p.events.iter())
+            .find_map(|e| match e {
+                Event::Timer { period, .. } => Some(*period),
+                _ => None,
+            })
+    }
+
+    /// Whether the thread has any `timer` event: then jobs end at timers; otherwise each pass
+    /// through a phase's events is one job.
+    pub fn has_timer(&self) -> bool {
+        self.timer_period().is_some()
+    }
+
+    /// Relative deadline of the thread's jobs, ns: [`ThreadSpec::job_deadline`], else the
+    /// SCHED_DEADLINE relative deadline, else the timer period; a thread with none of them has
+    /// practically no deadline (`u64::MAX / 4`, far enough from overflow for any run).
+    /// Both executors judge jobs by this value.
+    pub fn relative_deadline_ns(&self) -> u64 {
+        let dl = match self.policy {
+            Policy::Deadline(r) => Some(r.deadline.ns()),
+            _ => None,
+        };
+        self.job_deadline
+            .map(|d| d.ns())
+            .or(dl)
+            .or(self.timer_period().map(|p| p.ns()))
+            .unwrap_or(u64::MAX / 4)
+    }
+
+    /// The period used to normalise laxity and utilisation, ns (≥ 1): the timer period, else the
+    /// SCHED_DEADLINE period, else the relative deadline.
+    pub fn period_ns(&self) -> u64 {
+        let dl = match self.policy {
+            Policy::Deadline(r) => Some(r.effective_period().ns()),
+            _ => None,
+        };
+        self.timer_period()
+            .map(|p| p.ns())
+            .or(dl)
+            .unwrap_or_else(|| self.relative_deadline_ns())
+            .max(1)
+    }
 }
 
 /// A sequence of events repeated `loops` times.

@@ -7,7 +7,8 @@
 //! the one the user asked for; [`Work::sample`] still never panics on a hand-built value.
 
 use pacer_model::Duration;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
 
 use crate::model::Work;
@@ -163,6 +164,25 @@ impl Work {
             }
         }
     }
+}
+
+/// The random stream of one thread's execution-time draws.
+pub type ThreadRng = ChaCha8Rng;
+
+/// Seed of thread `index`'s draws in a run seeded with `seed`: one ChaCha8 stream per thread, so
+/// a thread's draws do not depend on the other threads, and the simulator and the real-kernel
+/// executor draw the same amounts of work for the same seed.
+pub fn thread_seed(seed: u64, index: usize) -> u64 {
+    // SplitMix64 step: decorrelates neighbouring thread indices.
+    let mut z = seed.wrapping_add((index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The random stream of thread `index` in a run seeded with `seed` (see [`thread_seed`]).
+pub fn thread_rng(seed: u64, index: usize) -> ThreadRng {
+    ChaCha8Rng::seed_from_u64(thread_seed(seed, index))
 }
 
 fn ordered(a: Duration, b: Duration) -> (Duration, Duration) {

@@ -1,97 +1,51 @@
-//! Per-task and per-set summaries of a run, with the metrics of rm-vs-edf-multicore-linux.txt
-//! (Table 2): task migration rate, task context-switch rate, normalised laxity and measured
-//! utilisation ("Exp. U"), plus deadline misses, tardiness and response-time percentiles.
-//!
-//! [`Summary`] is an [`Observer`] that folds each finished job into per-thread accumulators as it
-//! arrives. Response times go into an HDR histogram (3 significant digits, values in ns) whose size
-//! depends only on the largest response time seen (logarithmically), never on the number of jobs,
-//! so a simulation of any horizon summarises in constant memory. The counters the engine keeps
-//! itself ([`ThreadStats`]) are joined in by [`Summary::report`].
+//! Summaries of a simulation: the shared statistics of `pacer_workload::jobs::summary` (per-task
+//! and per-set figures of rm-vs-edf-multicore-linux.txt, Table 2, in memory independent of the
+//! number of jobs) as an [`Observer`], joined with the engine's own counters ([`ThreadStats`]).
+//! `pacer run` summarises measured jobs with the same code, so both commands print the same
+//! figures computed the same way.
 
-use hdrhistogram::Histogram;
-use serde::Serialize;
+pub use pacer_workload::jobs::summary::{
+    render_text, render_text_labelled, Percentiles, SummaryReport, TaskCounters, TaskSummary,
+};
 
-use super::thread_name;
 use crate::record::{JobRecord, Observer, ThreadStats};
 
-/// Significant decimal digits kept by the response-time histograms.
-const SIGFIG: u8 = 3;
-
-/// Running statistics of one thread's finished jobs.
-#[derive(Debug, Clone)]
-struct ThreadAcc {
-    jobs: u64,
-    misses: u64,
-    /// Response times in ns.
-    response: Histogram<u64>,
-    /// Exact largest response time (the histogram's own maximum is rounded up to its bucket).
-    max_response: u64,
-    laxity_sum: f64,
-    laxity_min: f64,
-    /// Σ exec / period over the jobs.
-    util_sum: f64,
-    max_tardiness: u64,
-}
-
-impl ThreadAcc {
-    fn new() -> Self {
-        ThreadAcc {
-            jobs: 0,
-            misses: 0,
-            response: Histogram::new(SIGFIG).expect("3 significant digits is a valid histogram"),
-            max_response: 0,
-            laxity_sum: 0.0,
-            laxity_min: f64::INFINITY,
-            util_sum: 0.0,
-            max_tardiness: 0,
+impl From<ThreadStats> for TaskCounters {
+    fn from(s: ThreadStats) -> TaskCounters {
+        TaskCounters {
+            released: s.released,
+            finished: s.finished,
+            exec_ns: s.exec,
+            switches: s.switches,
+            involuntary_switches: s.involuntary_switches,
+            migrations: s.migrations,
+            // The engine sees every throttling, so its overrun count is exact.
+            overruns: Some(s.overruns),
         }
-    }
-
-    fn add(&mut self, r: &JobRecord) {
-        let response = r.response_time();
-        self.jobs += 1;
-        if r.missed() {
-            self.misses += 1;
-            self.max_tardiness = self.max_tardiness.max(r.finish - r.deadline);
-        }
-        // Auto-resizing covers values up to i64::MAX / 2 ns (~73 years); beyond that, clamp.
-        if self.response.record(response).is_err() {
-            self.response.saturating_record(response);
-        }
-        self.max_response = self.max_response.max(response);
-        let laxity = r.normalised_laxity();
-        self.laxity_sum += laxity;
-        self.laxity_min = self.laxity_min.min(laxity);
-        self.util_sum += r.exec as f64 / r.period as f64;
     }
 }
 
 /// An [`Observer`] accumulating per-thread job statistics in memory independent of the number of
 /// jobs. Turn it into a [`SummaryReport`] with [`Summary::report`].
 #[derive(Debug, Clone, Default)]
-pub struct Summary {
-    threads: Vec<ThreadAcc>,
-}
+pub struct Summary(pacer_workload::jobs::Summary);
 
 impl Summary {
     /// A summary expecting `threads` threads (more are added if jobs of higher-numbered threads
     /// arrive).
     pub fn new(threads: usize) -> Self {
-        Summary {
-            threads: (0..threads).map(|_| ThreadAcc::new()).collect(),
-        }
+        Summary(pacer_workload::jobs::Summary::new(threads))
     }
 
     /// Number of jobs folded in so far, over all threads.
     pub fn jobs(&self) -> u64 {
-        self.threads.iter().map(|t| t.jobs).sum()
+        self.0.jobs()
     }
 
     /// Builds the report. `names[i]` names thread `i` (unnamed threads get `t<i>`), `stats[i]` are
     /// the engine's counters for thread `i` (missing entries count as zero), `horizon_ns` is the
     /// simulated time (for per-second rates) and `cpus` the number of CPUs (for utilisation per
-    /// CPU). The task count used for the per-task rates is the largest of `names.len()`,
-    /// `stats.len()` and the number of threads seen.
+    /// CPU).
     pub fn report(
         &self,
         names: &[String],
@@ -99,409 +53,13 @@ impl Summary {
         horizon_ns: u64,
         cpus: u32,
     ) -> SummaryReport {
-        let n = names.len().max(stats.len()).max(self.threads.len());
-        let empty = ThreadAcc::new();
-        let zero = ThreadStats::default();
-        let per_task: Vec<TaskSummary> = (0..n)
-            .map(|i| {
-                let acc = self.threads.get(i).unwrap_or(&empty);
-                let st = stats.get(i).unwrap_or(&zero);
-                task_summary(thread_name(names, i as u32).into_owned(), acc, st)
-            })
-            .collect();
-
-        let jobs: u64 = per_task.iter().map(|t| t.jobs).sum();
-        let misses: u64 = per_task.iter().map(|t| t.misses).sum();
-        let migrations: u64 = per_task.iter().map(|t| t.migrations).sum();
-        let context_switches: u64 = per_task.iter().map(|t| t.switches).sum();
-        let involuntary_switches: u64 = per_task.iter().map(|t| t.involuntary_switches).sum();
-        let laxities: Vec<f64> = per_task.iter().filter_map(|t| t.normalised_laxity_mean).collect();
-        let utilisation: f64 = per_task.iter().filter_map(|t| t.utilisation).sum();
-
-        let seconds = horizon_ns as f64 / 1e9;
-        let per_task_rate = |total: u64| ratio(total as f64, n as f64);
-        let per_task_per_s =
-            |total: u64| per_task_rate(total).and_then(|r| (horizon_ns > 0).then_some(r / seconds));
-
-        SummaryReport {
-            horizon_ns,
-            cpus,
-            tasks: n,
-            jobs,
-            misses,
-            miss_ratio: ratio(misses as f64, jobs as f64),
-            migrations,
-            context_switches,
-            involuntary_switches,
-            migration_rate: per_task_rate(migrations),
-            migration_rate_per_s: per_task_per_s(migrations),
-            context_switch_rate: per_task_rate(context_switches),
-            context_switch_rate_per_s: per_task_per_s(context_switches),
-            involuntary_switch_rate: per_task_rate(involuntary_switches),
-            involuntary_switch_rate_per_s: per_task_per_s(involuntary_switches),
-            normalised_laxity: ratio(laxities.iter().sum(), laxities.len() as f64),
-            utilisation,
-            utilisation_per_cpu: ratio(utilisation, cpus as f64),
-            per_task,
-        }
-    }
-
-    /// Sizes of the growable structures (thread vector capacity, histogram bucket counts), to
-    /// check that memory does not grow with the number of jobs.
-    #[cfg(test)]
-    fn footprint(&self) -> (usize, Vec<usize>) {
-        (
-            self.threads.capacity(),
-            self.threads
-                .iter()
-                .map(|t| t.response.distinct_values())
-                .collect(),
-        )
-    }
-}
-
-/// `num / den`, or `None` when `den` is zero.
-fn ratio(num: f64, den: f64) -> Option<f64> {
-    (den != 0.0).then(|| num / den)
-}
-
-fn task_summary(name: String, acc: &ThreadAcc, st: &ThreadStats) -> TaskSummary {
-    let jobs = acc.jobs;
-    let response_ns = (jobs > 0).then(|| {
-        // The histogram reports the highest value equivalent to a bucket; never above the max.
-        let q = |q: f64| acc.response.value_at_quantile(q).min(acc.max_response);
-        Percentiles {
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            p999: q(0.999),
-            max: acc.max_response,
-        }
-    });
-    TaskSummary {
-        name,
-        jobs,
-        misses: acc.misses,
-        miss_ratio: ratio(acc.misses as f64, jobs as f64),
-        response_ns,
-        normalised_laxity_mean: ratio(acc.laxity_sum, jobs as f64),
-        normalised_laxity_min: (jobs > 0).then_some(acc.laxity_min),
-        utilisation: ratio(acc.util_sum, jobs as f64),
-        max_tardiness_ns: acc.max_tardiness,
-        released: st.released,
-        finished: st.finished,
-        exec_ns: st.exec,
-        switches: st.switches,
-        involuntary_switches: st.involuntary_switches,
-        migrations: st.migrations,
-        overruns: st.overruns,
+        let counters: Vec<TaskCounters> = stats.iter().map(|&s| s.into()).collect();
+        self.0.report(names, &counters, horizon_ns, cpus)
     }
 }
 
 impl Observer for Summary {
     fn job(&mut self, r: &JobRecord) {
-        let i = r.thread as usize;
-        if i >= self.threads.len() {
-            self.threads.resize_with(i + 1, ThreadAcc::new);
-        }
-        self.threads[i].add(r);
-    }
-}
-
-/// Response-time percentiles of one task, in ns (3 significant digits, except `max`, which is
-/// exact).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Percentiles {
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Largest response time (exact).
-    pub max: u64,
-}
-
-/// One task's row of a [`SummaryReport`]. Fields that are undefined for a task without finished
-/// jobs are `None` (`null` in JSON).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskSummary {
-    /// The task's name (`t<index>` if unnamed).
-    pub name: String,
-    /// Finished jobs.
-    pub jobs: u64,
-    /// Finished jobs that missed their deadline.
-    pub misses: u64,
-    /// `misses / jobs`.
-    pub miss_ratio: Option<f64>,
-    /// Response-time percentiles (finish − release).
-    pub response_ns: Option<Percentiles>,
-    /// Mean over jobs of (relative deadline − response time) / period (Table 2 "Norm. Laxity").
-    pub normalised_laxity_mean: Option<f64>,
-    /// Smallest per-job normalised laxity (negative when a job missed its deadline).
-    pub normalised_laxity_min: Option<f64>,
-    /// Mean over jobs of exec / period (Table 2 "Exp. U").
-    pub utilisation: Option<f64>,
-    /// Largest finish − deadline over missed jobs (0 if none missed).
-    pub max_tardiness_ns: u64,
-    /// Jobs released (engine counter).
-    pub released: u64,
-    /// Jobs finished (engine counter).
-    pub finished: u64,
-    /// CPU time consumed (engine counter).
-    pub exec_ns: u64,
-    /// Times switched in (engine counter).
-    pub switches: u64,
-    /// Times switched out while runnable: preemptions and throttling (engine counter).
-    pub involuntary_switches: u64,
-    /// Times moved to another CPU (engine counter).
-    pub migrations: u64,
-    /// SCHED_DEADLINE budget overruns (engine counter).
-    pub overruns: u64,
-}
-
-/// The summary of a run: per-task rows and the set-level figures of
-/// rm-vs-edf-multicore-linux.txt, Table 2. Rates and ratios whose denominator is zero are `None`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SummaryReport {
-    /// Simulated time, ns.
-    pub horizon_ns: u64,
-    /// Number of CPUs (for `utilisation_per_cpu`).
-    pub cpus: u32,
-    /// Number of tasks (the denominator of the per-task rates).
-    pub tasks: usize,
-    /// Finished jobs, all tasks.
-    pub jobs: u64,
-    /// Missed deadlines, all tasks.
-    pub misses: u64,
-    /// Total miss ratio: `misses / jobs`.
-    pub miss_ratio: Option<f64>,
-    /// Total migrations.
-    pub migrations: u64,
-    /// Total context switches (times a task was switched in).
-    pub context_switches: u64,
-    /// Total involuntary switches (preemptions and throttling).
-    pub involuntary_switches: u64,
-    /// Task migration rate: migrations / tasks (Table 2 "Migr. Rate").
-    pub migration_rate: Option<f64>,
-    /// Migrations / tasks / simulated second.
-    pub migration_rate_per_s: Option<f64>,
-    /// Task context-switch rate: context switches / tasks (Table 2 "Cont. Switch Rate").
-    pub context_switch_rate: Option<f64>,
-    /// Context switches / tasks / simulated second.
-    pub context_switch_rate_per_s: Option<f64>,
-    /// Involuntary switches / tasks.
-    pub involuntary_switch_rate: Option<f64>,
-    /// Involuntary switches / tasks / simulated second.
-    pub involuntary_switch_rate_per_s: Option<f64>,
-    /// Normalised laxity of the set: mean of the per-task means (tasks with jobs only).
-    pub normalised_laxity: Option<f64>,
-    /// Measured utilisation of the set: sum of the per-task means (Table 2 "Exp. U").
-    pub utilisation: f64,
-    /// `utilisation / cpus`.
-    pub utilisation_per_cpu: Option<f64>,
-    /// One row per task, in thread order.
-    pub per_task: Vec<TaskSummary>,
-}
-
-/// Formats ns as µs with exactly three decimals (no rounding).
-fn us(ns: u64) -> String {
-    format!("{}.{:03}", ns / 1000, ns % 1000)
-}
-
-fn opt(v: Option<f64>, decimals: usize) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
-}
-
-/// Lays out `rows` as columns separated by two spaces, padded by character count; the first
-/// column is left-aligned, the others right-aligned.
-fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            let pad = widths[c] - cell.chars().count();
-            if c > 0 {
-                line.push_str("  ");
-                line.extend(std::iter::repeat_n(' ', pad));
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// Renders a report as a plain-text table (times in µs) followed by the set-level figures.
-pub fn render_text(report: &SummaryReport) -> String {
-    let header = [
-        "task",
-        "jobs",
-        "misses",
-        "miss%",
-        "p50_us",
-        "p90_us",
-        "p99_us",
-        "p99.9_us",
-        "max_us",
-        "laxity",
-        "laxity_min",
-        "util",
-        "tardy_us",
-        "migr",
-        "switches",
-        "invol",
-    ];
-    let mut rows = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
-    for t in &report.per_task {
-        let p = |f: fn(&Percentiles) -> u64| t.response_ns.as_ref().map_or("-".into(), |r| us(f(r)));
-        rows.push(vec![
-            t.name.clone(),
-            t.jobs.to_string(),
-            t.misses.to_string(),
-            opt(t.miss_ratio.map(|r| r * 100.0), 2),
-            p(|r| r.p50),
-            p(|r| r.p90),
-            p(|r| r.p99),
-            p(|r| r.p999),
-            p(|r| r.max),
-            opt(t.normalised_laxity_mean, 4),
-            opt(t.normalised_laxity_min, 4),
-            opt(t.utilisation, 4),
-            us(t.max_tardiness_ns),
-            t.migrations.to_string(),
-            t.switches.to_string(),
-            t.involuntary_switches.to_string(),
-        ]);
-    }
-    let mut out = table(&rows);
-    out.push('\n');
-    let r = report;
-    let set = vec![
-        vec![
-            "simulated time (s)".into(),
-            format!("{:.6}", r.horizon_ns as f64 / 1e9),
-        ],
-        vec!["cpus / tasks".into(), format!("{} / {}", r.cpus, r.tasks)],
-        vec!["jobs / misses".into(), format!("{} / {}", r.jobs, r.misses)],
-        vec!["miss ratio".into(), opt(r.miss_ratio, 6)],
-        vec![
-            "migration rate (/task, /task/s)".into(),
-            format!("{} {}", opt(r.migration_rate, 3), opt(r.migration_rate_per_s, 3)),
-        ],
-        vec![
-            "context-switch rate (/task, /task/s)".into(),
-            format!(
-                "{} {}",
-                opt(r.context_switch_rate, 3),
-                opt(r.context_switch_rate_per_s, 3)
-            ),
-        ],
-        vec![
-            "involuntary-switch rate (/task, /task/s)".into(),
-            format!(
-                "{} {}",
-                opt(r.involuntary_switch_rate, 3),
-                opt(r.involuntary_switch_rate_per_s, 3)
-            ),
-        ],
-        vec!["normalised laxity".into(), opt(r.normalised_laxity, 4)],
-        vec![
-            "measured utilisation (set, /cpu)".into(),
-            format!("{:.4} {}", r.utilisation, opt(r.utilisation_per_cpu, 4)),
-        ],
-    ];
-    let set: Vec<Vec<String>> = set
-        .into_iter()
-        .map(|mut row| {
-            row[0].push(':');
-            row
-        })
-        .collect();
-    // Set-level lines: labels left-aligned, values as written.
-    let width = set.iter().map(|r| r[0].chars().count()).max().unwrap_or(0);
-    for row in &set {
-        let pad = width - row[0].chars().count();
-        out.push_str(&row[0]);
-        out.extend(std::iter::repeat_n(' ', pad + 1));
-        out.push_str(&row[1]);
-        out.push('\n');
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn rec(thread: u32, job: u64, response: u64, period: u64, exec: u64) -> JobRecord {
-        let release = job * period;
-        JobRecord {
-            thread,
-            job,
-            release,
-            start: release,
-            finish: release + response,
-            deadline: release + period,
-            period,
-            exec,
-            preemptions: 0,
-            migrations: 0,
-            cpu: 0,
-        }
-    }
-
-    #[test]
-    fn memory_does_not_grow_with_jobs() {
-        let mut s = Summary::new(2);
-        // Warm up with the extreme values so the histograms reach their final size.
-        for t in 0..2 {
-            s.job(&rec(t, 0, 1, 10 * MS, 1));
-            s.job(&rec(t, 1, 20 * MS, 10 * MS, 1));
-        }
-        let before = s.footprint();
-        let size_before = std::mem::size_of_val(&s);
-        for j in 0..10_000_000u64 {
-            let response = 1 + (j * 7919) % (20 * MS);
-            s.job(&rec((j % 2) as u32, j + 2, response, 10 * MS, MS));
-        }
-        assert_eq!(s.jobs(), 10_000_004);
-        assert_eq!(s.footprint(), before);
-        assert_eq!(std::mem::size_of_val(&s), size_before);
-        // The histogram is bounded by the value range, not the job count: a few thousand buckets.
-        assert!(before.1.iter().all(|&n| n < 40_000), "{before:?}");
-    }
-
-    #[test]
-    fn tardiness_and_min_laxity() {
-        let mut s = Summary::new(1);
-        s.job(&rec(0, 0, 4 * MS, 10 * MS, MS)); // laxity 0.6
-        s.job(&rec(0, 1, 13 * MS, 10 * MS, MS)); // missed by 3 ms, laxity -0.3
-        s.job(&rec(0, 2, 12 * MS, 10 * MS, MS)); // missed by 2 ms, laxity -0.2
-        let r = s.report(&["a".into()], &[], 30 * MS, 1);
-        let t = &r.per_task[0];
-        assert_eq!(t.misses, 2);
-        assert_eq!(t.max_tardiness_ns, 3 * MS);
-        assert!((t.normalised_laxity_min.unwrap() + 0.3).abs() < 1e-12);
-        assert!((t.normalised_laxity_mean.unwrap() - 0.1 / 3.0).abs() < 1e-12);
-        assert_eq!(t.response_ns.unwrap().max, 13 * MS);
+        self.0.add(r);
     }
 }

@@ -1,0 +1,177 @@
+//! `pacer compare A.csv B.csv`: response times of two runs of the same workload side by side
+//! (typically `pacer sim --jobs` against `pacer run --jobs`), with the statistics of
+//! `pacer_workload::jobs::compare`, and an optional tolerance on the medians for scripts and CI.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use pacer_model::Duration;
+use pacer_workload::jobs::compare::{compare, CompareReport, TaskComparison};
+use pacer_workload::jobs::csv::JobReader;
+use serde::Serialize;
+
+use crate::analyze::parse_duration;
+use crate::table::Table;
+
+/// Exit status when a median is beyond the tolerance (1 is any error, as for every command).
+pub const BEYOND_TOLERANCE: u8 = 2;
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
+sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv\n  \
+pacer compare sim.csv run.csv\n  \
+pacer compare sim.csv run.csv --tolerance 10 --tolerance-floor 200us   # for CI\n\n\
+Per task present in both files (matched by the `task` column): job counts, median, p90, p99 and\n\
+maximum response time (finish − release, exact order statistics), the difference of the medians\n\
+(B − A, absolute and relative to A), miss ratios, and the two-sample Kolmogorov–Smirnov distance\n\
+D between the response-time distributions (0: identical, 1: disjoint) with its 5 % critical\n\
+value. Times are in µs.\n\n\
+Exit status: 0 = compared (and within --tolerance, if given); 1 = error (unreadable or malformed\n\
+CSV, named with its line and column); 2 = some task's median differs by more than --tolerance.")]
+pub struct Args {
+    /// First job CSV (the reference, e.g. from `pacer sim --jobs`); `-` reads standard input.
+    pub a: PathBuf,
+    /// Second job CSV (e.g. from `pacer run --jobs`); `-` reads standard input.
+    pub b: PathBuf,
+    /// Make the exit status 2 when any task's median response time in B differs from A's by more
+    /// than PCT per cent of A's median (e.g. 10). Tasks found in only one file do not count.
+    #[arg(long, value_name = "PCT")]
+    pub tolerance: Option<f64>,
+    /// With --tolerance: median differences up to this much never count, so tasks with tiny
+    /// medians do not fail on a few µs of noise (e.g. 200us).
+    #[arg(long, value_parser = parse_duration, default_value = "0ns", value_name = "DURATION")]
+    pub tolerance_floor: Duration,
+    /// Machine-readable JSON on standard output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    a: String,
+    b: String,
+    tolerance_pct: Option<f64>,
+    tolerance_floor_ns: u64,
+    /// Tasks whose medians differ beyond the tolerance (empty without one).
+    beyond_tolerance: Vec<&'a str>,
+    #[serde(flatten)]
+    report: &'a CompareReport,
+}
+
+fn reader(path: &Path) -> Result<(JobReader<Box<dyn Read>>, String)> {
+    let (input, name): (Box<dyn Read>, String) = if path.as_os_str() == "-" {
+        (
+            Box::new(std::io::Cursor::new(crate::read_stdin()?)),
+            "<stdin>".into(),
+        )
+    } else {
+        let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+        (Box::new(std::io::BufReader::new(f)), path.display().to_string())
+    };
+    Ok((JobReader::new(input, &name)?, name))
+}
+
+/// ns as µs with three decimals.
+fn us(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+fn signed_us(ns: i64) -> String {
+    let s = us(ns.unsigned_abs());
+    if ns < 0 {
+        format!("-{s}")
+    } else {
+        format!("+{s}")
+    }
+}
+
+fn row(t: &TaskComparison) -> Vec<String> {
+    vec![
+        t.task.clone(),
+        format!("{}/{}", t.a.jobs, t.b.jobs),
+        us(t.a.p50_ns),
+        us(t.b.p50_ns),
+        signed_us(t.median_diff_ns),
+        t.median_rel_diff
+            .map_or("-".into(), |r| format!("{:+.1}%", r * 100.0)),
+        format!("{}/{}", us(t.a.p90_ns), us(t.b.p90_ns)),
+        format!("{}/{}", us(t.a.p99_ns), us(t.b.p99_ns)),
+        format!("{}/{}", us(t.a.max_ns), us(t.b.max_ns)),
+        format!("{:.2}/{:.2}", t.a.miss_ratio * 100.0, t.b.miss_ratio * 100.0),
+        format!("{:.3}", t.ks_distance),
+        format!("{:.3}", t.ks_critical_5pct),
+    ]
+}
+
+pub fn run(a: Args) -> Result<u8> {
+    if a.a.as_os_str() == "-" && a.b.as_os_str() == "-" {
+        bail!("only one of A and B can be `-` (standard input)");
+    }
+    if let Some(t) = a.tolerance {
+        if !(t.is_finite() && t >= 0.0) {
+            bail!("--tolerance {t}: expected a percentage ≥ 0");
+        }
+    }
+    let (ra, name_a) = reader(&a.a)?;
+    let (rb, name_b) = reader(&a.b)?;
+    let report = compare(ra, rb)?;
+    let floor = a.tolerance_floor.ns();
+    let beyond: Vec<&TaskComparison> = a.tolerance.map_or_else(Vec::new, |t| report.beyond(t, floor));
+    if report.tasks.is_empty() {
+        bail!("{name_a} and {name_b} have no task in common (nothing to compare)");
+    }
+    if a.json {
+        let out = JsonOut {
+            a: name_a,
+            b: name_b,
+            tolerance_pct: a.tolerance,
+            tolerance_floor_ns: floor,
+            beyond_tolerance: beyond.iter().map(|t| t.task.as_str()).collect(),
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("A = {name_a}\nB = {name_b}\n");
+        let mut table = Table::new(&[
+            "task",
+            "jobs A/B",
+            "p50_us A",
+            "p50_us B",
+            "Δp50_us",
+            "Δp50",
+            "p90_us A/B",
+            "p99_us A/B",
+            "max_us A/B",
+            "miss% A/B",
+            "KS D",
+            "D(5%)",
+        ]);
+        for t in &report.tasks {
+            table.push(row(t));
+        }
+        print!("{}", table.render());
+        for (names, file) in [(&report.only_in_a, "A"), (&report.only_in_b, "B")] {
+            if !names.is_empty() {
+                println!("only in {file}: {}", names.join(", "));
+            }
+        }
+        if let Some(t) = a.tolerance {
+            if beyond.is_empty() {
+                println!("\nall medians within {t}% (or {}) of A's", Duration(floor));
+            } else {
+                println!(
+                    "\nmedians beyond {t}% (and {}) of A's: {}",
+                    Duration(floor),
+                    beyond
+                        .iter()
+                        .map(|t| t.task.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    Ok(if beyond.is_empty() { 0 } else { BEYOND_TOLERANCE })
+}

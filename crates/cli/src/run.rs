@@ -1,0 +1,276 @@
+//! `pacer run`: run an rt-app workload on this machine's kernel (`pacer_linux::run`), stream its
+//! per-job records and rt-app logs, and print the same summary `pacer sim` prints for the same
+//! file, so the two can be read side by side or compared with `pacer compare`.
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use pacer_linux::run::{
+    self as executor, Calibration, LogRow, RtAppLogs, RunConfig, RunError, RunReport, StopReason,
+    ThreadReport,
+};
+use pacer_model::Duration;
+use pacer_workload::jobs::{render_text_labelled, JobCsv, JobRecord, Summary, SummaryReport, ThreadId};
+use serde::Serialize;
+
+use crate::analyze::parse_duration;
+use crate::sim::{read_input, warn_ignored, Input};
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+sudo pacer run examples/rtapp-periodic.json --duration 5s\n  \
+sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv --log-dir logs/\n  \
+pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
+pacer compare sim.csv run.csv                     # the simulator against the kernel\n\n\
+Each thread of the file becomes an OS thread (named after it) that sets its own policy\n\
+(SCHED_DEADLINE with RESET_ON_FORK, SCHED_FIFO/RR, nice) and CPUs, then runs its phases:\n\
+`run` spins a calibrated busy loop (work at full CPU speed; it stretches on a slower or shared\n\
+CPU), `runtime` spins for wall-clock time, `sleep` and `timer` sleep on CLOCK_MONOTONIC. Jobs are\n\
+those of `pacer sim`: released at the thread's start and at each timer expiry, finished at the\n\
+next timer event. Real-time policies need root. Ctrl-C (or SIGTERM) ends the run between events;\n\
+every thread puts itself back to SCHED_OTHER. Measurement details: docs/linux.md.")]
+pub struct Args {
+    /// rt-app JSON workload; `-` reads standard input.
+    pub file: PathBuf,
+    /// Length of the run from the threads' common start [default: the file's `global.duration`;
+    /// without one, until every thread has ended or Ctrl-C].
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Write one CSV row per finished job here (docs/formats/jobs-csv.md, the schema of
+    /// `pacer sim --jobs`).
+    #[arg(long)]
+    pub jobs: Option<PathBuf>,
+    /// Write rt-app-compatible per-thread logs (`<name>-<idx>.log`, rt-app's columns) into this
+    /// existing directory.
+    #[arg(long)]
+    pub log_dir: Option<PathBuf>,
+    /// Seed of the execution-time draws; the per-thread streams are those of `pacer sim --seed`,
+    /// so both draw the same work (recorded in the output).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Speed of pacer's busy loop in nanoseconds per loop (decimals allowed), instead of
+    /// measuring it at start-up (about 25 ms at SCHED_FIFO 99). Every run prints the value it
+    /// used.
+    #[arg(long, value_name = "NS_PER_LOOP")]
+    pub calibration: Option<f64>,
+    /// Machine-readable JSON summary on standard output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where the executor's records go: the summary, the CSV, the logs, the progress bar.
+struct Outputs {
+    summary: Summary,
+    csv: Option<JobCsv<BufWriter<File>>>,
+    logs: Option<RtAppLogs>,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl executor::Sink for Outputs {
+    fn job(&mut self, r: &JobRecord) -> io::Result<()> {
+        self.summary.add(r);
+        if let Some(csv) = &mut self.csv {
+            csv.write(r);
+            if let Some(e) = csv.error() {
+                return Err(io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    fn log(&mut self, thread: ThreadId, row: &LogRow) -> io::Result<()> {
+        match &mut self.logs {
+            Some(l) => l.write(thread, row),
+            None => Ok(()),
+        }
+    }
+
+    fn progress(&mut self, elapsed_ns: u64) {
+        if let Some(b) = &self.bar {
+            b.set_position(elapsed_ns / 1_000_000);
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct RunInfo {
+    file: String,
+    seed: u64,
+    /// ns per loop of the busy loop, and how it was obtained.
+    calibration_ns_per_loop: f64,
+    calibration: Calibration,
+    cpus: u32,
+    /// Length of the run, ns.
+    duration_ns: u64,
+    stopped_by: StopReason,
+    jobs: u64,
+    dropped_records: u64,
+    memory_locked: bool,
+    threads: Vec<ThreadReport>,
+    warnings: Vec<String>,
+    ignored_keys: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    run: RunInfo,
+    summary: &'a SummaryReport,
+}
+
+fn stop_text(s: StopReason) -> String {
+    match s {
+        StopReason::Duration => "at the end of its duration".into(),
+        StopReason::Finished => "when every thread had ended".into(),
+        StopReason::Signal(sig) => format!("by {}", executor::signal_name(sig)),
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let workload = match read_input(&a.file)? {
+        Input::RtApp(w) => w,
+        Input::TaskSet(_) => bail!(
+            "{}: this is a pacer task set; `pacer run` runs rt-app workloads (a `tasks` object), and `pacer sim` simulates task sets",
+            a.file.display()
+        ),
+    };
+    let interactive = !a.json;
+    if interactive {
+        warn_ignored("pacer run", &workload.ignored);
+    }
+    let calibration = match a.calibration {
+        Some(ns) => Some(Calibration::from_ns_per_loop(ns).with_context(|| {
+            format!("--calibration {ns}: expected nanoseconds per loop, > 0 (e.g. 25.3)")
+        })?),
+        None => None,
+    };
+    let duration = a.duration.or(workload.duration);
+    if duration.is_some_and(|d| d.is_zero()) {
+        bail!("--duration: expected a run time > 0");
+    }
+    let names: Vec<String> = workload.threads.iter().map(|t| t.name.clone()).collect();
+    // Outputs are opened before the run, so a bad path fails before anything runs.
+    let csv = match &a.jobs {
+        Some(p) => Some(JobCsv::new(
+            BufWriter::new(File::create(p).with_context(|| format!("{}: cannot create", p.display()))?),
+            names.clone(),
+        )),
+        None => None,
+    };
+    let logs = match &a.log_dir {
+        Some(d) => Some(RtAppLogs::create(d, &names).with_context(|| format!("--log-dir {}", d.display()))?),
+        None => None,
+    };
+    let bar = (interactive && std::io::stderr().is_terminal()).then(|| match duration {
+        Some(d) => {
+            let b = indicatif::ProgressBar::new(d.ns() / 1_000_000);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("running {bar:40} {pos}/{len} ms ({eta} left)")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        }
+        None => {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("running {pos} ms (Ctrl-C ends the run)")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            b
+        }
+    });
+    let mut out = Outputs {
+        summary: Summary::new(names.len()),
+        csv,
+        logs,
+        bar,
+    };
+    let cfg = RunConfig {
+        duration,
+        seed: a.seed,
+        calibration,
+        ..RunConfig::default()
+    };
+    let result = executor::run(&workload, &cfg, &mut out);
+    if let Some(b) = out.bar.take() {
+        b.finish_and_clear();
+    }
+    let report = result.map_err(explain)?;
+    if let (Some(c), Some(p)) = (out.csv.take(), &a.jobs) {
+        c.finish()
+            .with_context(|| format!("{}: writing job records", p.display()))?;
+    }
+    if let Some(l) = out.logs.take() {
+        l.finish().context("writing the rt-app logs")?;
+    }
+    if report.dropped_records > 0 {
+        bail!(
+            "{} records were lost because the writer could not keep up with the threads; the job CSV, logs and summary are incomplete",
+            report.dropped_records
+        );
+    }
+    let summary = out
+        .summary
+        .report(&report.names, &report.counters, report.horizon_ns, report.cpus);
+    print_results(&a, &workload.ignored, report, &summary)
+}
+
+fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &SummaryReport) -> Result<()> {
+    let cal = report.calibration;
+    if !a.json {
+        for w in &report.warnings {
+            eprintln!("pacer run: warning: {w}");
+        }
+        println!(
+            "ran {} on {} CPU{} for {} (seed {}, busy loop {:.3} ns/loop {}): {} jobs; stopped {}\n",
+            a.file.display(),
+            report.cpus,
+            if report.cpus == 1 { "" } else { "s" },
+            Duration(report.horizon_ns),
+            report.seed,
+            cal.ns_per_loop(),
+            match (cal.measured, cal.realtime) {
+                (false, _) => "as given",
+                (true, true) => "measured at SCHED_FIFO 99",
+                (true, false) => "measured without real-time priority",
+            },
+            report.jobs,
+            stop_text(report.stopped_by)
+        );
+        print!("{}", render_text_labelled(summary, "run time (s)"));
+        return Ok(());
+    }
+    let info = RunInfo {
+        file: a.file.display().to_string(),
+        seed: report.seed,
+        calibration_ns_per_loop: cal.ns_per_loop(),
+        calibration: cal,
+        cpus: report.cpus,
+        duration_ns: report.horizon_ns,
+        stopped_by: report.stopped_by,
+        jobs: report.jobs,
+        dropped_records: report.dropped_records,
+        memory_locked: report.memory_locked,
+        threads: report.threads,
+        warnings: report.warnings,
+        ignored_keys: ignored.to_vec(),
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&JsonOut { run: info, summary })?
+    );
+    Ok(())
+}
+
+/// The executor's error, with what to do about it.
+fn explain(e: RunError) -> anyhow::Error {
+    let hint = if e.is_permission() && !executor::is_root() {
+        "\nhint: run as root (sudo pacer run …); SCHED_OTHER-only workloads with nice ≥ 0 need no privilege"
+    } else if e.is_admission() {
+        "\nhint: lower the reservations or run fewer SCHED_DEADLINE threads; `cat /proc/sys/kernel/sched_rt_runtime_us` shows the cap"
+    } else {
+        ""
+    };
+    anyhow::anyhow!("{e}{hint}")
+}

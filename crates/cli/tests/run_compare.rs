@@ -1,0 +1,339 @@
+//! End-to-end tests of `pacer run` and `pacer compare`: error messages, the comparison of
+//! hand-written job CSVs, and — as root — `pacer run` against `pacer sim` on the same rt-app file.
+//! Tests that need root print "skipping: …" and return without it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn pacer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pacer"))
+        .args(args)
+        .output()
+        .expect("run pacer")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn write_tmp(dir: &tempfile::TempDir, name: &str, content: &str) -> String {
+    let p = dir.path().join(name);
+    std::fs::write(&p, content).unwrap();
+    p.display().to_string()
+}
+
+/// Bad input: exit status 1, no panic, a message containing every needle, nothing on stdout.
+fn assert_clean_error(out: &Output, needles: &[&str]) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks `{n}`: {err}");
+    }
+    assert!(out.stdout.is_empty(), "no partial output: {}", text(&out.stdout));
+}
+
+/// Whether the tests run as root (effective uid 0, from /proc/self/status).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let uids = s.lines().find(|l| l.starts_with("Uid:"))?.to_string();
+            uids.split_whitespace().nth(2).map(|euid| euid == "0")
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn run_rejects_malformed_workloads_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write_tmp(
+        &dir,
+        "bad-rtapp.json",
+        r#"{"tasks": {"t": {"policy": "SCHED_FIFO", "priority": 200, "run": 1000}}}"#,
+    );
+    assert_clean_error(&pacer(&["run", &bad]), &["bad-rtapp.json", "tasks.t.priority"]);
+    let syntax = write_tmp(&dir, "syntax.json", r#"{"tasks": {"t": {"run": 1000,}"#);
+    assert_clean_error(&pacer(&["run", &syntax]), &["syntax.json"]);
+    assert_clean_error(
+        &pacer(&["run", "/nonexistent/w.json"]),
+        &["/nonexistent/w.json", "cannot read"],
+    );
+    let taskset = examples().join("textbook.json").display().to_string();
+    assert_clean_error(
+        &pacer(&["run", &taskset]),
+        &["textbook.json", "task set", "pacer sim"],
+    );
+    let ok = examples().join("rtapp-run-vs-sim.json").display().to_string();
+    assert_clean_error(
+        &pacer(&["run", &ok, "--calibration", "0"]),
+        &["--calibration 0", "nanoseconds per loop"],
+    );
+    assert_clean_error(
+        &pacer(&["run", &ok, "--log-dir", "/nonexistent/logs"]),
+        &["--log-dir /nonexistent/logs", "not a directory"],
+    );
+    // A CPU this machine does not have: refused before any thread starts.
+    let cpus = write_tmp(
+        &dir,
+        "cpus.json",
+        r#"{"tasks": {"t": {"cpus": [4000], "run": 1000, "timer": {"ref": "a", "period": 10000}}}}"#,
+    );
+    assert_clean_error(
+        &pacer(&["run", &cpus, "-d", "100ms"]),
+        &["thread `t`", "CPU 4000"],
+    );
+}
+
+#[test]
+fn run_without_privilege_says_what_is_needed() {
+    if !is_root() {
+        eprintln!("skipping: this test drops root privileges to see the error, and needs them first");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write_tmp(
+        &dir,
+        "fifo.json",
+        r#"{"tasks": {"audio": {"policy": "SCHED_FIFO", "priority": 50, "run": 100,
+            "timer": {"ref": "a", "period": 10000}}}}"#,
+    );
+    // The unprivileged user must be able to read the file.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_pacer"))
+        .args(["run", &f, "-d", "200ms", "--calibration", "30"])
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skipping: setpriv is not available");
+        return;
+    };
+    let err = text(&out.stderr);
+    if err.contains("setpriv:") {
+        eprintln!("skipping: setpriv failed: {err}");
+        return;
+    }
+    assert_clean_error(
+        &out,
+        &["thread `audio`", "SCHED_FIFO priority 50", "EPERM", "run as root"],
+    );
+}
+
+const HEADER: &str = "task,job,release_ns,start_ns,finish_ns,deadline_ns,response_ns,normalised_laxity,missed,exec_ns,preemptions,migrations,cpu";
+
+/// A job row with the given response time (released at `k` ms, deadline 10 ms after).
+fn row(task: &str, k: u64, response: u64) -> String {
+    let release = k * 1_000_000;
+    let deadline = release + 10_000_000;
+    let finish = release + response;
+    let laxity = (10_000_000.0 - response as f64) / 10_000_000.0;
+    let missed = u8::from(finish > deadline);
+    format!(
+        "{task},{k},{release},{release},{finish},{deadline},{response},{laxity},{missed},{response},0,0,0"
+    )
+}
+
+#[test]
+fn compare_two_hand_written_csvs() {
+    let dir = tempfile::tempdir().unwrap();
+    // a: medians 1000 and 2000 µs; b: 1100 (+10 %) and 2000 µs; `x` only in a, `y` only in b.
+    let mut a = vec![HEADER.to_string()];
+    let mut b = vec![HEADER.to_string()];
+    for (k, r) in [900_000u64, 1_000_000, 1_100_000].iter().enumerate() {
+        a.push(row("video", k as u64, *r));
+        b.push(row("video", k as u64, r + 100_000));
+    }
+    for (k, r) in [2_000_000u64, 2_000_000, 12_000_000].iter().enumerate() {
+        a.push(row("audio", k as u64, *r));
+        b.push(row("audio", k as u64, 2_000_000));
+    }
+    a.push(row("x", 0, 5));
+    b.push(row("y", 0, 5));
+    let fa = write_tmp(&dir, "a.csv", &(a.join("\n") + "\n"));
+    let fb = write_tmp(&dir, "b.csv", &(b.join("\n") + "\n"));
+
+    let out = pacer(&["compare", &fa, &fb]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    assert!(
+        t.contains("video") && t.contains("+100.000") && t.contains("+10.0%"),
+        "{t}"
+    );
+    assert!(t.contains("only in A: x") && t.contains("only in B: y"), "{t}");
+
+    let out = pacer(&["compare", &fa, &fb, "--json"]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let video = &v["tasks"][0];
+    assert_eq!(video["task"], "video");
+    assert_eq!(video["a"]["p50_ns"], 1_000_000);
+    assert_eq!(video["b"]["p50_ns"], 1_100_000);
+    assert_eq!(video["median_diff_ns"], 100_000);
+    assert!((video["median_rel_diff"].as_f64().unwrap() - 0.1).abs() < 1e-12);
+    // a = {0.9, 1.0, 1.1} ms, b = {1.0, 1.1, 1.2} ms: the CDFs are 1/3 apart.
+    assert!((video["ks_distance"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+    let audio = &v["tasks"][1];
+    assert!((audio["a"]["miss_ratio"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(audio["b"]["miss_ratio"], 0.0);
+    assert_eq!(audio["median_diff_ns"], 0);
+
+    // --tolerance: video differs by 10 %.
+    let out = pacer(&["compare", &fa, &fb, "--tolerance", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("beyond 5% (and 0ns) of A's: video"));
+    let out = pacer(&["compare", &fa, &fb, "--tolerance", "10.5"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = pacer(&[
+        "compare",
+        &fa,
+        &fb,
+        "--tolerance",
+        "5",
+        "--tolerance-floor",
+        "100us",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a 100 µs difference is within the floor"
+    );
+    let out = pacer(&["compare", &fa, &fb, "--tolerance", "5", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["beyond_tolerance"], serde_json::json!(["video"]));
+}
+
+#[test]
+fn compare_names_the_file_and_line_of_malformed_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_tmp(&dir, "good.csv", &format!("{HEADER}\n{}\n", row("a", 0, 5)));
+    let bad = write_tmp(
+        &dir,
+        "bad.csv",
+        &format!(
+            "{HEADER}\n{}\n{}\n",
+            row("a", 0, 5),
+            row("a", 1, 5).replace(",1,", ",one,")
+        ),
+    );
+    assert_clean_error(
+        &pacer(&["compare", &good, &bad]),
+        &["bad.csv: line 3, column `job`", "unsigned integer", "\"one\""],
+    );
+    let short = write_tmp(&dir, "short.csv", "task,job\na,1\n");
+    assert_clean_error(
+        &pacer(&["compare", &short, &good]),
+        &["short.csv: line 1: missing column `release_ns`"],
+    );
+    assert_clean_error(
+        &pacer(&["compare", "/nonexistent/a.csv", &good]),
+        &["/nonexistent/a.csv"],
+    );
+    let other = write_tmp(&dir, "other.csv", &format!("{HEADER}\n{}\n", row("b", 0, 5)));
+    assert_clean_error(&pacer(&["compare", &good, &other]), &["no task in common"]);
+    assert_clean_error(
+        &pacer(&["compare", &good, &good, "--tolerance=-3"]),
+        &["--tolerance"],
+    );
+}
+
+/// Median tolerance of the run-vs-sim test, chosen from measurements (docs/linux.md, "pacer run
+/// vs pacer sim"): over 10 runs on the idle 2-CPU development VM the real medians were 0.3–13.4 %
+/// (9–269 µs) above the simulated ones, from ~35 µs of wake-up latency and busy loops ~4 % slower
+/// after a sleep than in the hot calibration loop.
+const TOLERANCE_PCT: &str = "15";
+const TOLERANCE_FLOOR: &str = "300us";
+/// Kernel runs tried before the test fails. Real-time work of other processes (another
+/// benchmark's SCHED_DEADLINE threads outrank these SCHED_FIFO ones) can push one run's medians
+/// out by 20–35 %; a systematic error (calibration, job boundaries, timers) fails every attempt.
+const ATTEMPTS: usize = 3;
+
+#[test]
+fn run_agrees_with_sim_on_the_same_rtapp_file() {
+    if !is_root() {
+        eprintln!("skipping: not root; pacer run needs real-time policies");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = examples().join("rtapp-run-vs-sim.json").display().to_string();
+    let sim_csv = dir.path().join("sim.csv").display().to_string();
+    let out = pacer(&["sim", &file, "--cpus", "2", "--jobs", &sim_csv]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut reports = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let run_csv = dir.path().join(format!("run{attempt}.csv")).display().to_string();
+        let logs = dir.path().join(format!("logs{attempt}"));
+        std::fs::create_dir(&logs).unwrap();
+        let out = pacer(&[
+            "run",
+            &file,
+            "--jobs",
+            &run_csv,
+            "--log-dir",
+            &logs.display().to_string(),
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+        assert_eq!(
+            v["run"]["duration_ns"], 2_000_000_000u64,
+            "the file's global.duration"
+        );
+        assert_eq!(v["run"]["stopped_by"], "duration");
+        assert_eq!(v["run"]["dropped_records"], 0);
+        assert!(v["run"]["calibration_ns_per_loop"].as_f64().unwrap() > 0.0);
+        let tasks: Vec<&str> = v["summary"]["per_task"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tasks, ["fast", "slow", "solo"]);
+        for t in v["run"]["threads"].as_array().unwrap() {
+            assert_eq!(t["policy_at_exit"]["policy"], "other", "{t}");
+        }
+        // rt-app logs: one per thread, one row per pass (= per job here).
+        for (i, name) in tasks.iter().enumerate() {
+            let log = std::fs::read_to_string(logs.join(format!("{name}-{i}.log"))).unwrap();
+            assert!(log.starts_with("#idx     perf      run   period"), "{log}");
+            assert!(log.lines().count() > 50, "{name}: {} lines", log.lines().count());
+        }
+        // What must hold in every run, disturbed or not.
+        let out = pacer(&["compare", &sim_csv, &run_csv, "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for t in v["tasks"].as_array().unwrap() {
+            let (a, b) = (t["a"]["jobs"].as_u64().unwrap(), t["b"]["jobs"].as_u64().unwrap());
+            assert!(a.abs_diff(b) <= 1, "job counts {a} vs {b}: {t}");
+            // The kernel adds latency and overheads; it never makes a job finish before its work.
+            assert!(t["median_diff_ns"].as_i64().unwrap() > -100_000, "{t}");
+        }
+
+        let out = pacer(&[
+            "compare",
+            &sim_csv,
+            &run_csv,
+            "--tolerance",
+            TOLERANCE_PCT,
+            "--tolerance-floor",
+            TOLERANCE_FLOOR,
+        ]);
+        let report = text(&out.stdout);
+        eprintln!("attempt {attempt}:\n{report}");
+        match out.status.code() {
+            Some(0) => return,
+            Some(2) => reports.push(report),
+            other => panic!("pacer compare failed ({other:?}): {}", text(&out.stderr)),
+        }
+    }
+    panic!(
+        "medians beyond max({TOLERANCE_PCT} %, {TOLERANCE_FLOOR}) in all {ATTEMPTS} runs:\n{}",
+        reports.join("\n")
+    );
+}

@@ -1,0 +1,386 @@
+//! A control session: LFS++ (lfspp-legacy-multimedia.txt §4–§6) applied to one unmodified, running
+//! process — the engine behind `pacer exec` and `pacer attach`.
+//!
+//! The session owns the process handle (a pidfd, so a recycled PID is never touched), the
+//! [`LinuxKernel`] and a [`LegacyController`]. Every tick it discovers threads that appeared or
+//! exited, lets the controller trace, detect periods, sample CPU time and reserve through the
+//! supervisor, and keeps the [`Guardian`] informed, so that the threads get their original policy
+//! back when the session ends — by [`Session::release`] on a clean exit or a signal, or by the
+//! guardian if pacer is killed.
+//!
+//! Which threads are taken: those under SCHED_OTHER or SCHED_IDLE (the legacy threads LFS++ is
+//! for), optionally filtered by name. Threads already under a real-time policy were put there by
+//! someone who meant it; the session lists them as skipped and leaves them alone.
+
+use std::collections::BTreeMap;
+
+use pacer_adapt::controller::{ControllerError, LegacyConfig, LegacyThreadStatus, Phase, ThreadOptions};
+use pacer_adapt::supervisor::AllocationStatus;
+use pacer_adapt::{Controller, Kernel, KernelError, LegacyController};
+use pacer_model::Policy;
+use serde::Serialize;
+
+use crate::guardian::Guardian;
+use crate::kernel::LinuxKernel;
+use crate::procfs::Pidfd;
+use crate::sched::{self, LinuxError, Tid};
+use crate::trace;
+
+/// Why a session cannot start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("no process with PID {0}")]
+    NoProcess(Tid),
+    #[error("{tid} is a thread of process {tgid}, not a process: attach to {tgid}")]
+    NotAProcess { tid: Tid, tgid: Tid },
+    #[error("not permitted: {0}. pacer needs root (or CAP_SYS_NICE to reserve and root to trace wake-ups)")]
+    Permission(String),
+    #[error("this kernel cannot run SCHED_DEADLINE reservations: {0}")]
+    NoDeadline(String),
+    #[error("cannot trace wake-ups: {0}")]
+    Tracing(String),
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+    #[error(transparent)]
+    Linux(#[from] LinuxError),
+}
+
+/// Checks, before anything is started, that this process may create SCHED_DEADLINE reservations
+/// and trace wake-ups, so a user gets one clear error instead of a session that cannot act.
+/// The reservation probe runs on a short-lived thread of our own (0.1 ms every 100 ms), which
+/// demotes itself.
+pub fn preflight(need_tracing: bool) -> Result<(), ControlError> {
+    let probe = std::thread::spawn(|| {
+        let mut r = pacer_model::Reservation::new(
+            pacer_model::Duration::from_us(100),
+            pacer_model::Duration::from_ms(100),
+            pacer_model::Duration::from_ms(100),
+        );
+        r.flags.reset_on_fork = true;
+        let res = sched::set_policy(0, Policy::Deadline(r), true);
+        if res.is_ok() {
+            let _ = sched::set_policy(0, Policy::Other { nice: 0 }, false);
+        }
+        res
+    })
+    .join()
+    .map_err(|_| ControlError::NoDeadline("probe thread panicked".into()))?;
+    if let Err(e) = probe {
+        match e.errno() {
+            Some(libc::EPERM) | Some(libc::EACCES) => return Err(ControlError::Permission(e.to_string())),
+            // Admission refusal: SCHED_DEADLINE works, the system is just full right now.
+            Some(libc::EBUSY) => {}
+            _ => return Err(ControlError::NoDeadline(e.to_string())),
+        }
+    }
+    if need_tracing {
+        trace::tracefs_root().map_err(|e| ControlError::Tracing(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Opens a process by PID for a session, with the errors a user can act on.
+pub fn open_process(pid: Tid) -> Result<Pidfd, ControlError> {
+    match Pidfd::open(pid) {
+        Ok(p) => Ok(p),
+        Err(e) if e.errno() == Some(libc::ESRCH) => Err(ControlError::NoProcess(pid)),
+        Err(e) if matches!(e.errno(), Some(libc::EINVAL) | Some(libc::ENOENT)) => {
+            // pidfd_open refuses non-leader threads (EINVAL before Linux 6.9, ENOENT since):
+            // say which process to use.
+            match thread_group_of(pid) {
+                Some(tgid) if tgid != pid => Err(ControlError::NotAProcess { tid: pid, tgid }),
+                _ => Err(ControlError::NoProcess(pid)),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn thread_group_of(tid: Tid) -> Option<Tid> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// What the session does with a process's threads.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    pub legacy: LegacyConfig,
+    /// Take only threads with one of these names (`comm`); empty = every thread.
+    pub names: Vec<String>,
+    /// Reserve with this period instead of detecting it (ns).
+    pub known_period: Option<u64>,
+    /// Also take threads created after the session started (default true).
+    pub follow_new: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            legacy: LegacyConfig::default(),
+            names: Vec::new(),
+            known_period: None,
+            follow_new: true,
+        }
+    }
+}
+
+/// One thread of the process as the status view shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadView {
+    pub tid: Tid,
+    pub name: String,
+    /// Why pacer does not control this thread, if it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// The controller's view (period, confidence, budget, bandwidths, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<LegacyThreadStatus>,
+}
+
+/// A snapshot of the session.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionStatus {
+    pub pid: Tid,
+    /// Time since the session started, ns.
+    pub elapsed_ns: u64,
+    /// Σ Q/P of the reservations in place.
+    pub reserved_bandwidth: f64,
+    /// Σ Q/P the supervisor may grant (the kernel's admission limit unless configured).
+    pub bound: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<AllocationStatus>,
+    /// Wake-up events the kernel dropped (tracing buffer overruns).
+    pub lost_wakeups: u64,
+    /// Threads that exited while controlled.
+    pub exited_threads: u64,
+    pub threads: Vec<ThreadView>,
+}
+
+/// What giving the threads back did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReleaseReport {
+    /// Threads whose original policy was restored.
+    pub restored: Vec<Tid>,
+    /// Threads that could not be restored (they are then the guardian's job), with the reason.
+    pub failed: Vec<(Tid, String)>,
+}
+
+struct Seen {
+    name: String,
+    skipped: Option<String>,
+}
+
+/// LFS++ on one process.
+pub struct Session {
+    pidfd: Pidfd,
+    kernel: LinuxKernel,
+    ctl: LegacyController,
+    cfg: SessionConfig,
+    seen: BTreeMap<Tid, Seen>,
+    guardian: Option<Guardian>,
+    start: u64,
+    first_scan: bool,
+    exited: u64,
+    released: bool,
+}
+
+impl Session {
+    /// A session on the process behind `pidfd`. `guardian`, if given, is told about every thread
+    /// before its policy is first changed.
+    pub fn new(
+        pidfd: Pidfd,
+        cfg: SessionConfig,
+        guardian: Option<Guardian>,
+    ) -> Result<Session, ControlError> {
+        let ctl = LegacyController::new(cfg.legacy.clone())?;
+        let kernel = LinuxKernel::for_process(pidfd.pid());
+        let start = kernel.now();
+        Ok(Session {
+            pidfd,
+            kernel,
+            ctl,
+            cfg,
+            seen: BTreeMap::new(),
+            guardian,
+            start,
+            first_scan: true,
+            exited: 0,
+            released: false,
+        })
+    }
+
+    pub fn pid(&self) -> Tid {
+        self.pidfd.pid()
+    }
+
+    /// The controller's tick period, ns.
+    pub fn tick_ns(&self) -> u64 {
+        self.ctl.period().unwrap_or(100_000_000)
+    }
+
+    /// The pidfd, readable once the process has exited (for polling).
+    pub fn pidfd(&self) -> &Pidfd {
+        &self.pidfd
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&self) -> bool {
+        self.pidfd.is_alive().unwrap_or(false)
+    }
+
+    /// Takes new threads and forgets exited ones.
+    fn refresh_threads(&mut self) {
+        let Ok(now) = self.pidfd.threads() else {
+            return;
+        };
+        let gone: Vec<Tid> = self.seen.keys().filter(|t| !now.contains(t)).copied().collect();
+        for tid in gone {
+            if let Some(s) = self.seen.remove(&tid) {
+                if s.skipped.is_none() {
+                    self.exited += 1;
+                    // The thread is gone: nothing to restore, the kernel released its bandwidth.
+                    let _ = self.ctl.remove_thread(&mut self.kernel, tid);
+                    if let Some(g) = self.guardian.as_mut() {
+                        g.untrack(tid);
+                    }
+                }
+            }
+        }
+        let first = std::mem::replace(&mut self.first_scan, false);
+        for tid in now {
+            if self.seen.contains_key(&tid) {
+                continue;
+            }
+            let name = self.pidfd.comm(tid).unwrap_or_default();
+            let skipped = if !first && !self.cfg.follow_new {
+                Some("appeared after the start (--no-follow)".to_string())
+            } else {
+                self.take(tid, &name)
+            };
+            self.seen.insert(tid, Seen { name, skipped });
+        }
+    }
+
+    /// Puts a thread under control; `Some(reason)` if it is left alone.
+    fn take(&mut self, tid: Tid, name: &str) -> Option<String> {
+        if !self.cfg.names.is_empty() && !self.cfg.names.iter().any(|n| n == name) {
+            return Some("name not selected".into());
+        }
+        let original = match self.kernel.policy(tid) {
+            Ok(p) => p,
+            Err(e) => return Some(format!("cannot read its policy: {e}")),
+        };
+        match original {
+            Policy::Other { .. } | Policy::Idle => {}
+            other => return Some(format!("already {}: left alone", policy_name(&other))),
+        }
+        let opts = ThreadOptions {
+            known_period: self.cfg.known_period,
+            ..ThreadOptions::default()
+        };
+        if let Err(e) = self.ctl.add_thread(tid, opts) {
+            return Some(e.to_string());
+        }
+        if let Some(g) = self.guardian.as_mut() {
+            g.track(self.pidfd.pid(), tid, &original);
+        }
+        None
+    }
+
+    /// One control step: thread discovery, then the controller's tick.
+    pub fn tick(&mut self) {
+        self.refresh_threads();
+        self.ctl.tick(&mut self.kernel);
+    }
+
+    /// A snapshot for the status view.
+    pub fn status(&self) -> SessionStatus {
+        let ctl: BTreeMap<Tid, LegacyThreadStatus> =
+            self.ctl.status().into_iter().map(|s| (s.tid, s)).collect();
+        let threads: Vec<ThreadView> = self
+            .seen
+            .iter()
+            .map(|(&tid, s)| ThreadView {
+                tid,
+                // Read again: a thread renames itself, and `exec` renames the main thread.
+                name: self.pidfd.comm(tid).unwrap_or_else(|_| s.name.clone()),
+                skipped: s.skipped.clone(),
+                control: ctl.get(&tid).cloned(),
+            })
+            .collect();
+        let reserved_bandwidth = ctl
+            .values()
+            .filter(|s| s.phase != Phase::Gone)
+            .filter_map(|s| s.reserved_bandwidth)
+            .sum::<f64>()
+            // An empty float sum is -0.0, which would print as "-0.000".
+            + 0.0;
+        SessionStatus {
+            pid: self.pidfd.pid(),
+            elapsed_ns: self.kernel.now().saturating_sub(self.start),
+            reserved_bandwidth,
+            bound: self
+                .cfg
+                .legacy
+                .bound
+                .unwrap_or_else(|| self.kernel.dl_bandwidth_limit()),
+            allocation: self.ctl.allocation_status().cloned(),
+            lost_wakeups: self.kernel.lost_wakeups(),
+            exited_threads: self.exited,
+            threads,
+        }
+    }
+
+    /// Why the guardian cannot protect the threads any more, if it cannot.
+    pub fn guardian_problem(&self) -> Option<&str> {
+        self.guardian.as_ref().and_then(|g| g.broken())
+    }
+
+    /// Gives every thread its original policy back and stops tracing; then dismisses the
+    /// guardian, unless a thread could not be restored (the guardian then retries when it
+    /// sees the pipe close). Idempotent.
+    pub fn release(&mut self) -> ReleaseReport {
+        let mut report = ReleaseReport::default();
+        if self.released {
+            return report;
+        }
+        self.released = true;
+        for (tid, r) in self.ctl.release(&mut self.kernel) {
+            match r {
+                Ok(()) => report.restored.push(tid),
+                // Exited threads have nothing left to restore.
+                Err(KernelError::NoSuchThread(_)) => {}
+                Err(e) => report.failed.push((tid, e.to_string())),
+            }
+        }
+        if let Some(g) = self.guardian.take() {
+            if report.failed.is_empty() {
+                g.finish();
+            } else {
+                // Dropping the pipe without `done` makes the guardian try again.
+                drop(g);
+            }
+        }
+        report
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Short policy name, as `chrt` prints it.
+pub fn policy_name(p: &Policy) -> &'static str {
+    match p {
+        Policy::Other { .. } => "SCHED_OTHER",
+        Policy::Idle => "SCHED_IDLE",
+        Policy::Fifo { .. } => "SCHED_FIFO",
+        Policy::Rr { .. } => "SCHED_RR",
+        Policy::Deadline(_) => "SCHED_DEADLINE",
+    }
+}

@@ -1,0 +1,201 @@
+//! rt-app-compatible per-thread logs (`pacer run --log-dir DIR`): one `<name>-<idx>.log` file per
+//! thread, with rt-app's columns, widths and units, so scripts written for rt-app's logs read
+//! them unchanged.
+//!
+//! rt-app (src/rt-app.c `thread_body()`, src/rt-app_utils.c `log_timing()`) writes one row per
+//! pass through a phase's events ("loop"), with the header
+//! `#idx perf run period start end rel_st slack c_duration c_period wu_lat`, all times in µs:
+//!
+//! | column | meaning (rt-app) | here |
+//! |---|---|---|
+//! | `idx` | thread index | exact |
+//! | `perf` | work done: Σ run µs / ns-per-loop, i.e. thousands of calibrated loops | exact for pacer's loop (not comparable with rt-app's numbers, which count a different loop) |
+//! | `run` | wall-clock time spent in `run`/`runtime` events | exact |
+//! | `period` | wall-clock length of the pass (`end − start`) | exact |
+//! | `start`, `end` | CLOCK_MONOTONIC at the start and end of the pass | exact |
+//! | `rel_st` | `start` − start of the run | exact (pacer's origin is the common start of its threads; rt-app's is just before it creates them) |
+//! | `slack` | timer expiry − now at the last `timer` event of the pass (negative: late) | exact |
+//! | `c_duration` | configured work of the pass's `run`/`runtime` events | exact (for drawn work, the amount drawn) |
+//! | `c_period` | Σ configured periods of the pass's `timer` events | exact |
+//! | `wu_lat` | Σ wake-up latency after the pass's timers (now − expiry), 0 after a late timer | exact |
+//!
+//! As in rt-app, a pass cut short by the end of the run is not logged. File names differ from
+//! rt-app's `<logbasename>-<name>-<idx>.log` by the missing base name (the directory already says
+//! which run it is); `/` in a thread name becomes `_` so every file stays inside the directory.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// One row of an rt-app log (µs; see the module documentation for each column).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LogRow {
+    pub idx: u32,
+    pub perf: u64,
+    pub run: u64,
+    pub period: u64,
+    pub start: u64,
+    pub end: u64,
+    pub rel_st: u64,
+    pub slack: i64,
+    pub c_duration: u64,
+    pub c_period: u64,
+    pub wu_lat: u64,
+}
+
+/// rt-app's header line (without the line end).
+pub fn header() -> String {
+    format!(
+        "{} {:>8} {:>8} {:>8} {:>15} {:>15} {:>15} {:>10} {:>10} {:>10} {:>10}",
+        "#idx",
+        "perf",
+        "run",
+        "period",
+        "start",
+        "end",
+        "rel_st",
+        "slack",
+        "c_duration",
+        "c_period",
+        "wu_lat"
+    )
+}
+
+/// One row in rt-app's format (`"%4d %8lu %8lu %8lu %15llu %15llu %15llu %10ld %10lu %10lu %10lu"`).
+pub fn format_row(r: &LogRow) -> String {
+    format!(
+        "{:4} {:8} {:8} {:8} {:15} {:15} {:15} {:10} {:10} {:10} {:10}",
+        r.idx, r.perf, r.run, r.period, r.start, r.end, r.rel_st, r.slack, r.c_duration, r.c_period, r.wu_lat
+    )
+}
+
+/// ns → µs rounded to nearest, as rt-app's `timespec_to_usec()` (`lround(ns / 1000.0)`).
+pub fn us(ns: u64) -> u64 {
+    ns / 1000 + u64::from(ns % 1000 >= 500)
+}
+
+/// Signed ns → µs rounded to nearest (half away from zero, as `lround`).
+pub fn us_signed(ns: i64) -> i64 {
+    let m = us(ns.unsigned_abs()).min(i64::MAX as u64) as i64;
+    if ns < 0 {
+        -m
+    } else {
+        m
+    }
+}
+
+/// The log file of thread `idx` named `name` in `dir`.
+pub fn log_path(dir: &Path, name: &str, idx: usize) -> PathBuf {
+    let safe: String = name
+        .chars()
+        .map(|c| if c == '/' || c == '\0' { '_' } else { c })
+        .collect();
+    dir.join(format!("{safe}-{idx}.log"))
+}
+
+/// The open log files of a run.
+pub struct RtAppLogs {
+    files: Vec<(PathBuf, BufWriter<File>)>,
+}
+
+impl RtAppLogs {
+    /// Creates (truncates) one log per thread in `dir`, which must exist, and writes the headers.
+    pub fn create(dir: &Path, names: &[String]) -> io::Result<RtAppLogs> {
+        if !dir.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: not a directory", dir.display()),
+            ));
+        }
+        let mut files = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            let path = log_path(dir, name, i);
+            let f = File::create(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            let mut w = BufWriter::new(f);
+            writeln!(w, "{}", header())
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            files.push((path, w));
+        }
+        Ok(RtAppLogs { files })
+    }
+
+    /// Appends a row to thread `thread`'s log.
+    pub fn write(&mut self, thread: u32, row: &LogRow) -> io::Result<()> {
+        let Some((path, w)) = self.files.get_mut(thread as usize) else {
+            return Ok(());
+        };
+        writeln!(w, "{}", format_row(row))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    }
+
+    /// Flushes every file; the first error names its file.
+    pub fn finish(self) -> io::Result<()> {
+        for (path, mut w) in self.files {
+            w.flush()
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        }
+        Ok(())
+    }
+
+    /// The files, in thread order.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.files.iter().map(|(p, _)| p.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rt_app_layout() {
+        assert_eq!(
+            header(),
+            "#idx     perf      run   period           start             end          rel_st      slack c_duration   c_period     wu_lat"
+        );
+        let r = LogRow {
+            idx: 1,
+            perf: 123,
+            run: 2001,
+            period: 10000,
+            start: 8_348_400_624_293,
+            end: 8_348_400_634_293,
+            rel_st: 20_000,
+            slack: -15,
+            c_duration: 2000,
+            c_period: 10000,
+            wu_lat: 54,
+        };
+        assert_eq!(
+            format_row(&r),
+            "   1      123     2001    10000   8348400624293   8348400634293           20000        -15       2000      10000         54"
+        );
+        // Columns line up with the header.
+        assert_eq!(format_row(&r).len(), header().len());
+    }
+
+    #[test]
+    fn rounding_and_paths() {
+        assert_eq!((us(1499), us(1500), us(0)), (1, 2, 0));
+        assert_eq!((us_signed(-1500), us_signed(-1499), us_signed(2500)), (-2, -1, 3));
+        let p = log_path(Path::new("/tmp/x"), "a/b", 3);
+        assert_eq!(p, Path::new("/tmp/x/a_b-3.log"));
+    }
+
+    #[test]
+    fn files_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut logs = RtAppLogs::create(dir.path(), &["a".into(), "b".into()]).unwrap();
+        logs.write(1, &LogRow::default()).unwrap();
+        let paths = logs.paths();
+        logs.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&paths[0]).unwrap().lines().count(), 1);
+        let b = std::fs::read_to_string(&paths[1]).unwrap();
+        assert_eq!(b.lines().count(), 2);
+        assert!(b.starts_with("#idx"));
+        assert!(RtAppLogs::create(&dir.path().join("missing"), &["a".into()]).is_err());
+    }
+}

@@ -1,0 +1,668 @@
+//! The real-kernel executor of workloads (`pacer run`): runs a [`Workload`] (an rt-app file) on
+//! this machine's kernel with one OS thread per [`pacer_workload::ThreadSpec`], and measures every
+//! job into the same [`JobRecord`]s the simulator produces, so `pacer run` and `pacer sim` of one
+//! file compare row for row.
+//!
+//! DESIGN.md puts "executors for sim and real" in the workload room, but the workload crate may
+//! only depend on the model and every syscall pacer makes lives in crates/linux; so the model and
+//! the job semantics live in `pacer_workload`, and the executor that turns them into syscalls
+//! lives here.
+//!
+//! How a run goes:
+//! 1. the workload is checked (threads, events, CPUs) and the busy loop calibrated
+//!    ([`calibrate`]) unless a calibration is given;
+//! 2. SIGINT, SIGTERM and SIGHUP are blocked in the calling thread (and so in the threads it
+//!    creates) and read from a signalfd, so a signal ends the run between events instead of
+//!    killing threads that hold real-time policies;
+//! 3. one thread per workload thread is created; each names itself, sets its own affinity and
+//!    policy (SCHED_DEADLINE with RESET_ON_FORK) and reports; if any fails (EPERM, EBUSY, EINVAL)
+//!    the others are released without running and the run fails with that thread's error;
+//! 4. all threads start from a common origin (time 0 of every record); the calling thread
+//!    becomes the writer: it drains the bounded channel the timed threads send their records
+//!    through and passes them to the caller's [`Sink`] (CSV, summary, rt-app logs);
+//! 5. at the end of the duration, on a signal, or when a thread fails, the run stops: every
+//!    thread notices between events (a sleeping one is woken by a signal), demotes itself to
+//!    SCHED_OTHER and ends.
+//!
+//! The job semantics and the measurement of each column are in `thread.rs` and docs/linux.md.
+
+pub mod calibrate;
+pub mod log;
+mod sys;
+mod thread;
+
+use std::io;
+use std::os::unix::thread::JoinHandleExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use pacer_model::{Duration, Policy};
+use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
+use pacer_workload::{ThreadSpec, Workload};
+use serde::Serialize;
+
+pub use self::calibrate::Calibration;
+pub use self::log::{LogRow, RtAppLogs};
+use self::thread::{End, Gate, Msg, Shared, ThreadResult, UNSET};
+use crate::sched::{self, LinuxError};
+use crate::signals::{SignalFd, TERMINATING};
+
+/// How long before the common origin the threads are released, so that every one of them is
+/// asleep waiting for it (their first release is then a real timer wake-up like the others).
+const START_LEAD_NS: u64 = 10_000_000;
+/// How often the writer wakes up to check signals, the clock and stopped threads.
+const POLL_NS: u64 = 10_000_000;
+/// How often the writer reports progress.
+const PROGRESS_NS: u64 = 100_000_000;
+
+/// Settings of a run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Length of the run from the common origin; `None`: until every thread has ended or a
+    /// signal arrives (rt-app without `duration`).
+    pub duration: Option<Duration>,
+    /// Seed of the execution-time draws (the same per-thread streams as the simulator's).
+    pub seed: u64,
+    /// The busy loop's speed; `None`: measure it now.
+    pub calibration: Option<Calibration>,
+    /// `mlockall` for the run (rt-app's `lock_pages`); a failure is a warning, not an error.
+    pub lock_memory: bool,
+    /// Records (jobs and log rows) the channel to the writer holds; a full channel drops
+    /// records, which the report counts.
+    pub channel_capacity: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            duration: None,
+            seed: 1,
+            calibration: None,
+            lock_memory: true,
+            channel_capacity: 16 * 1024,
+        }
+    }
+}
+
+/// Receives the results of a run as they arrive, on the calling thread (the writer).
+pub trait Sink {
+    /// One finished job. An error stops the run (and is returned by [`run`]).
+    fn job(&mut self, record: &JobRecord) -> io::Result<()>;
+    /// One rt-app log row of thread `thread` (one pass through a phase).
+    fn log(&mut self, _thread: ThreadId, _row: &LogRow) -> io::Result<()> {
+        Ok(())
+    }
+    /// Called about every 100 ms with the time since the origin.
+    fn progress(&mut self, _elapsed_ns: u64) {}
+}
+
+/// A [`Sink`] that keeps everything in memory (tests, small runs).
+#[derive(Debug, Default, Clone)]
+pub struct Collect {
+    pub jobs: Vec<JobRecord>,
+    pub logs: Vec<(ThreadId, LogRow)>,
+}
+
+impl Sink for Collect {
+    fn job(&mut self, record: &JobRecord) -> io::Result<()> {
+        self.jobs.push(*record);
+        Ok(())
+    }
+    fn log(&mut self, thread: ThreadId, row: &LogRow) -> io::Result<()> {
+        self.logs.push((thread, *row));
+        Ok(())
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The requested duration passed.
+    Duration,
+    /// Every thread ended on its own (finite loops).
+    Finished,
+    /// A termination signal (its number).
+    Signal(i32),
+}
+
+/// What a thread ended with.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadReport {
+    pub name: String,
+    /// Its kernel thread id during the run.
+    pub tid: u32,
+    /// Its policy read back (`sched_getattr`) right after it set it.
+    pub policy_applied: Option<Policy>,
+    /// Its policy read back right before it ended (after demoting itself).
+    pub policy_at_exit: Option<Policy>,
+    /// Records it could not hand to the writer because the channel was full.
+    pub dropped_records: u64,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Thread names, in thread order.
+    pub names: Vec<String>,
+    /// Per-thread counters from the kernel (switches from `getrusage`, migrations from
+    /// /proc/thread-self/sched, CPU time from CLOCK_THREAD_CPUTIME_ID) over the run.
+    pub counters: Vec<TaskCounters>,
+    pub threads: Vec<ThreadReport>,
+    /// Length of the run, ns: the duration, or the time from the origin to the stop.
+    pub horizon_ns: u64,
+    /// CLOCK_MONOTONIC of the origin (time 0 of every record), ns.
+    pub origin_ns: u64,
+    pub calibration: Calibration,
+    pub seed: u64,
+    pub stopped_by: StopReason,
+    /// Jobs reported to the sink.
+    pub jobs: u64,
+    /// Records lost because the writer fell behind (the outputs are incomplete if not 0).
+    pub dropped_records: u64,
+    /// CPUs the run could use.
+    pub cpus: u32,
+    /// Whether `mlockall` succeeded.
+    pub memory_locked: bool,
+    /// Things that went wrong without failing the run (e.g. `mlockall` refused).
+    pub warnings: Vec<String>,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the workload has no threads")]
+    NoThreads,
+    /// The workload cannot run here (no events, CPUs this process may not use, bad parameters).
+    #[error("thread `{thread}`: {message}")]
+    BadThread { thread: String, message: String },
+    /// A thread could not get its scheduling policy.
+    #[error("thread `{thread}`: cannot set {policy}: {reason}")]
+    Policy {
+        thread: String,
+        policy: String,
+        errno: Option<i32>,
+        reason: String,
+    },
+    /// A thread could not get its CPU affinity.
+    #[error("thread `{thread}`: cannot set its CPU affinity to {cpus:?}: {reason}")]
+    Affinity {
+        thread: String,
+        cpus: Vec<usize>,
+        errno: Option<i32>,
+        reason: String,
+    },
+    /// The sink failed (e.g. the disk is full).
+    #[error("writing the results: {0}")]
+    Output(#[source] io::Error),
+    /// Setting up the run failed (thread creation, signal handling).
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl RunError {
+    /// The errno behind a policy or affinity refusal.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            RunError::Policy { errno, .. } | RunError::Affinity { errno, .. } => *errno,
+            _ => None,
+        }
+    }
+
+    /// Admission control refused a reservation (EBUSY).
+    pub fn is_admission(&self) -> bool {
+        matches!(self, RunError::Policy { .. }) && self.errno() == Some(libc::EBUSY)
+    }
+
+    /// The process lacks the privilege (EPERM).
+    pub fn is_permission(&self) -> bool {
+        matches!(self.errno(), Some(libc::EPERM) | Some(libc::EACCES))
+    }
+}
+
+/// "SCHED_FIFO priority 50", "SCHED_DEADLINE runtime 2ms, deadline 10ms, period 10ms", …
+pub fn describe_policy(p: &Policy) -> String {
+    match p {
+        Policy::Other { nice } => format!("SCHED_OTHER nice {nice}"),
+        Policy::Idle => "SCHED_IDLE".into(),
+        Policy::Fifo { priority } => format!("SCHED_FIFO priority {priority}"),
+        Policy::Rr { priority } => format!("SCHED_RR priority {priority}"),
+        Policy::Deadline(r) => format!(
+            "SCHED_DEADLINE runtime {}, deadline {}, period {}",
+            r.runtime,
+            r.deadline,
+            r.effective_period()
+        ),
+    }
+}
+
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no failure mode and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub(crate) fn policy_error(spec: &ThreadSpec, policy: &Policy, restricted: bool, e: &LinuxError) -> RunError {
+    let errno = e.errno();
+    let reason = match errno {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            if matches!(policy, Policy::Deadline(_)) && restricted {
+                "refused (EPERM): a SCHED_DEADLINE thread must be allowed on every CPU of its root \
+                 domain, and this thread's `cpus` restrict it (partitioned EDF needs exclusive cpusets)"
+                    .to_string()
+            } else if !is_root() {
+                "permission denied (EPERM): SCHED_FIFO, SCHED_RR, SCHED_DEADLINE and negative nice \
+                 values need root or CAP_SYS_NICE; run `pacer run` as root"
+                    .to_string()
+            } else {
+                "refused (EPERM) although running as root: the thread's cgroup may have no \
+                 real-time bandwidth (cpu.rt_runtime_us)"
+                    .to_string()
+            }
+        }
+        Some(libc::EBUSY) => "admission control refused the reservation (EBUSY): the SCHED_DEADLINE \
+             bandwidth already admitted plus this thread's would exceed the kernel's cap \
+             (sched_rt_runtime_us / sched_rt_period_us of each CPU, less the fair servers); \
+             `pacer analyze` shows the admission check"
+            .to_string(),
+        Some(libc::EINVAL) => format!("the kernel rejected the parameters (EINVAL): {e}"),
+        _ => e.to_string(),
+    };
+    RunError::Policy {
+        thread: spec.name.clone(),
+        policy: describe_policy(policy),
+        errno,
+        reason,
+    }
+}
+
+pub(crate) fn affinity_error(spec: &ThreadSpec, cpus: &[usize], e: &LinuxError) -> RunError {
+    let errno = e.errno();
+    let reason = match errno {
+        Some(libc::EBUSY) | Some(libc::EPERM) if matches!(spec.policy, Policy::Deadline(_)) => {
+            "refused: a SCHED_DEADLINE thread must be allowed on every CPU of its root domain \
+             (partitioned EDF needs exclusive cpusets)"
+                .to_string()
+        }
+        Some(libc::EINVAL) => format!("none of these CPUs is usable here (EINVAL): {e}"),
+        _ => e.to_string(),
+    };
+    RunError::Affinity {
+        thread: spec.name.clone(),
+        cpus: cpus.to_vec(),
+        errno,
+        reason,
+    }
+}
+
+/// Checks what can be checked before any thread exists.
+fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
+    if w.threads.is_empty() {
+        return Err(RunError::NoThreads);
+    }
+    for t in &w.threads {
+        let bad = |message: String| RunError::BadThread {
+            thread: t.name.clone(),
+            message,
+        };
+        if t.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
+            return Err(bad("no events to run".into()));
+        }
+        let masks = std::iter::once(&t.affinity).chain(t.phases.iter().map(|p| &p.affinity));
+        for cpus in masks.flatten() {
+            if cpus.is_empty() {
+                return Err(bad("empty CPU affinity".into()));
+            }
+            if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(bad(format!(
+                    "`cpus` names CPU {c}, but this process may only use CPUs {allowed:?}"
+                )));
+            }
+        }
+        let policies = std::iter::once(&t.policy).chain(t.phases.iter().filter_map(|p| p.policy.as_ref()));
+        for p in policies {
+            if let Policy::Deadline(r) = p {
+                r.validate()
+                    .map_err(|e| bad(format!("{}: {e}", describe_policy(p))))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// While alive, the termination signals are blocked in this thread and readable from a signalfd;
+/// on drop, pending ones are consumed and the thread's previous signal mask comes back.
+struct Signals {
+    fd: SignalFd,
+    old_mask: libc::sigset_t,
+}
+
+impl Signals {
+    fn new() -> Result<Signals, RunError> {
+        let old_mask = sys::signal_mask();
+        let fd = SignalFd::new(&TERMINATING)
+            .map_err(|e| RunError::Setup(format!("setting up signal handling: {e}")))?;
+        Ok(Signals { fd, old_mask })
+    }
+
+    fn next(&self) -> Option<i32> {
+        self.fd.next()
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        while self.fd.next().is_some() {}
+        sys::set_signal_mask(&self.old_mask);
+    }
+}
+
+/// Runs `workload` on this machine and streams its records to `sink`.
+///
+/// Call it from the thread that handles the process's signals (the main thread of a program),
+/// before other threads exist: the termination signals are blocked in it for the run and read
+/// from a signalfd (see the module documentation).
+pub fn run(workload: &Workload, cfg: &RunConfig, sink: &mut dyn Sink) -> Result<RunReport, RunError> {
+    let allowed =
+        sched::get_affinity(0).map_err(|e| RunError::Setup(format!("reading this process's CPUs: {e}")))?;
+    validate(workload, &allowed)?;
+    let signals = Signals::new()?;
+    let calibration = cfg.calibration.unwrap_or_else(calibrate::calibrate);
+    let mut warnings = Vec::new();
+    let memory_locked = cfg.lock_memory
+        && match sys::lock_memory() {
+            Ok(()) => true,
+            Err(e) => {
+                warnings.push(format!(
+                    "mlockall failed ({e}); page faults may delay the threads"
+                ));
+                false
+            }
+        };
+    let kick =
+        sys::KickHandler::install().map_err(|e| RunError::Setup(format!("installing the stop signal: {e}")));
+    let result =
+        kick.and_then(|_kick| execute(workload, cfg, calibration, allowed, &signals, sink, &mut warnings));
+    if memory_locked {
+        sys::unlock_memory();
+    }
+    drop(signals);
+    let (mut report, error) = result?;
+    if let Some(e) = error {
+        return Err(e);
+    }
+    report.memory_locked = memory_locked;
+    report.warnings = warnings;
+    Ok(report)
+}
+
+type Executed = (RunReport, Option<RunError>);
+
+fn execute(
+    workload: &Workload,
+    cfg: &RunConfig,
+    calibration: Calibration,
+    allowed: Vec<usize>,
+    signals: &Signals,
+    sink: &mut dyn Sink,
+    warnings: &mut Vec<String>,
+) -> Result<Executed, RunError> {
+    let n = workload.threads.len();
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        cutoff: AtomicU64::new(u64::MAX),
+        error: Mutex::new(None),
+        timers: (0..workload.timer_count())
+            .map(|_| AtomicU64::new(UNSET))
+            .collect(),
+        gate: Mutex::new(Gate::Pending),
+        gate_cv: Condvar::new(),
+        calibration,
+        default_affinity: allowed.clone(),
+    });
+    let (tx, rx) = mpsc::sync_channel::<Msg>(cfg.channel_capacity.max(1));
+    let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
+    let shared_workload = Arc::new(workload.clone());
+    let open_gate = |g: Gate| {
+        *shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = g;
+        shared.gate_cv.notify_all();
+    };
+
+    let mut handles: Vec<JoinHandle<ThreadResult>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let (w, s, tx, ready) = (
+            shared_workload.clone(),
+            shared.clone(),
+            tx.clone(),
+            ready_tx.clone(),
+        );
+        let seed = cfg.seed;
+        match std::thread::Builder::new().spawn(move || thread::thread_main(i, w, s, tx, ready, seed)) {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                open_gate(Gate::Abort);
+                join_all(handles);
+                return Err(RunError::Setup(format!(
+                    "creating the thread of `{}`: {e}",
+                    workload.threads[i].name
+                )));
+            }
+        }
+    }
+    drop(tx);
+    drop(ready_tx);
+
+    // Every thread reports once, after setting its policy; a thread that died without reporting
+    // closes its sender, which ends the wait.
+    let mut setup_errors: Vec<(usize, RunError)> = Vec::new();
+    let mut reported = 0;
+    while reported < n {
+        match ready_rx.recv() {
+            Ok((_, Ok(()))) => reported += 1,
+            Ok((i, Err(e))) => {
+                setup_errors.push((i, e));
+                reported += 1;
+            }
+            Err(_) => break,
+        }
+    }
+    if reported < n && setup_errors.is_empty() {
+        setup_errors.push((n, RunError::Setup("a thread ended before it was set up".into())));
+    }
+    if !setup_errors.is_empty() {
+        open_gate(Gate::Abort);
+        join_all(handles);
+        setup_errors.sort_by_key(|(i, _)| *i);
+        return Err(setup_errors.remove(0).1);
+    }
+
+    let t0 = sys::now_ns() + START_LEAD_NS;
+    let horizon = cfg.duration.map(|d| t0.saturating_add(d.ns()));
+    shared
+        .cutoff
+        .store(horizon.unwrap_or(u64::MAX), Ordering::Relaxed);
+    open_gate(Gate::Go { t0 });
+
+    let mut stopped_by: Option<(StopReason, u64)> = None;
+    let mut sink_error: Option<io::Error> = None;
+    let mut jobs = 0u64;
+    let mut last_progress = 0u64;
+    let mut last_kick = 0u64;
+    let stop_now = |reason: StopReason, at: u64, stopped_by: &mut Option<(StopReason, u64)>| {
+        if stopped_by.is_none() {
+            *stopped_by = Some((reason, at));
+            shared.cutoff.fetch_min(at, Ordering::Relaxed);
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+    };
+    loop {
+        let msg = rx.recv_timeout(std::time::Duration::from_nanos(POLL_NS));
+        let mut handle = |m: Msg, sink_error: &mut Option<io::Error>, jobs: &mut u64| {
+            if sink_error.is_some() {
+                return;
+            }
+            let r = match m {
+                Msg::Job(r) => {
+                    *jobs += 1;
+                    sink.job(&r)
+                }
+                Msg::Log(t, row) => sink.log(t, &row),
+            };
+            if let Err(e) = r {
+                *sink_error = Some(e);
+            }
+        };
+        let disconnected = match msg {
+            Ok(m) => {
+                handle(m, &mut sink_error, &mut jobs);
+                // Drain what is queued without waiting.
+                let mut gone = false;
+                loop {
+                    match rx.try_recv() {
+                        Ok(m) => handle(m, &mut sink_error, &mut jobs),
+                        Err(mpsc::TryRecvError::Empty) => break,
+                        Err(mpsc::TryRecvError::Disconnected) => {
+                            gone = true;
+                            break;
+                        }
+                    }
+                }
+                gone
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => true,
+        };
+        if disconnected {
+            // Every timed thread has ended and everything they sent has been handled.
+            break;
+        }
+        let now = sys::now_ns();
+        if sink_error.is_some() {
+            stop_now(StopReason::Finished, now, &mut stopped_by);
+        }
+        if let Some(sig) = signals.next() {
+            stop_now(StopReason::Signal(sig), now, &mut stopped_by);
+        }
+        if horizon.is_some_and(|h| now >= h) {
+            stop_now(StopReason::Duration, horizon.unwrap_or(now), &mut stopped_by);
+        }
+        if shared.stop.load(Ordering::Relaxed) && stopped_by.is_none() {
+            // A thread failed and stopped the run itself.
+            stop_now(StopReason::Finished, now, &mut stopped_by);
+        }
+        if stopped_by.is_some() && now >= last_kick + POLL_NS {
+            // Wake threads asleep in clock_nanosleep so they see the stop; repeat, because one may
+            // have been about to fall asleep when the previous kick arrived.
+            last_kick = now;
+            for h in &handles {
+                if !h.is_finished() {
+                    sys::kick(h.as_pthread_t());
+                }
+            }
+        }
+        if now >= t0 && now >= last_progress + PROGRESS_NS {
+            last_progress = now;
+            sink.progress(now - t0);
+        }
+    }
+
+    let results = join_all(handles);
+    let ended = results.iter().flatten().map(|r| r.ended).max().unwrap_or(t0);
+    let (stopped_by, horizon_ns) = match stopped_by {
+        Some((StopReason::Signal(s), at)) => (StopReason::Signal(s), at.saturating_sub(t0)),
+        Some((reason, _)) => (reason, cfg.duration.map_or(ended.saturating_sub(t0), |d| d.ns())),
+        None => {
+            // Threads end on their own once their next step would pass the end of the run, so the
+            // duration may be the reason even though the writer never saw the clock reach it.
+            let cut = results.iter().flatten().any(|r| r.end == End::Cutoff);
+            (
+                if cut && cfg.duration.is_some() {
+                    StopReason::Duration
+                } else {
+                    StopReason::Finished
+                },
+                cfg.duration.map_or(ended.saturating_sub(t0), |d| d.ns()),
+            )
+        }
+    };
+    let mut names = Vec::with_capacity(n);
+    let mut counters = Vec::with_capacity(n);
+    let mut threads = Vec::with_capacity(n);
+    let mut dropped = 0;
+    for (spec, r) in workload.threads.iter().zip(&results) {
+        names.push(spec.name.clone());
+        match r {
+            Some(r) => {
+                counters.push(r.counters);
+                dropped += r.dropped;
+                if let Some(e) = &r.demote_error {
+                    warnings.push(format!("thread `{}` could not demote itself: {e}", spec.name));
+                }
+                threads.push(ThreadReport {
+                    name: spec.name.clone(),
+                    tid: r.tid,
+                    policy_applied: r.applied,
+                    policy_at_exit: r.at_exit,
+                    dropped_records: r.dropped,
+                });
+            }
+            None => {
+                warnings.push(format!(
+                    "thread `{}` panicked; its counters are missing",
+                    spec.name
+                ));
+                counters.push(TaskCounters::default());
+                threads.push(ThreadReport {
+                    name: spec.name.clone(),
+                    tid: 0,
+                    policy_applied: None,
+                    policy_at_exit: None,
+                    dropped_records: 0,
+                });
+            }
+        }
+    }
+    let report = RunReport {
+        names,
+        counters,
+        threads,
+        horizon_ns,
+        origin_ns: t0,
+        calibration,
+        seed: cfg.seed,
+        stopped_by,
+        jobs,
+        dropped_records: dropped,
+        cpus: allowed.len().max(1) as u32,
+        memory_locked: false,
+        warnings: Vec::new(),
+    };
+    let error = shared
+        .error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .or(sink_error.map(RunError::Output));
+    Ok((report, error))
+}
+
+fn join_all(handles: Vec<JoinHandle<ThreadResult>>) -> Vec<Option<ThreadResult>> {
+    handles.into_iter().map(|h| h.join().ok()).collect()
+}
+
+/// The name of a termination signal ("SIGINT"), for messages.
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Number of CPUs online, for callers that report per-CPU figures without a run.
+pub fn online_cpus() -> u32 {
+    sys::online_cpus()
+}

@@ -1,0 +1,662 @@
+//! One timed thread of a run: it sets its own policy and affinity, waits for the common start,
+//! then interprets its [`ThreadSpec`] event by event with exactly the job semantics of the
+//! simulator (`crates/sim/src/engine.rs`, `step()`, `start_job()`, `finish_job()`), measuring
+//! each job as it goes.
+//!
+//! Jobs, as in the simulator: job 0 is released at the thread's start (the run's origin plus its
+//! `delay`); a `timer` event finishes the current job and releases the next one at the timer's
+//! expiry (or at once, when the expiry has passed); a thread without timers counts one job per
+//! pass through a phase's events; a thread that ends finishes the job in progress.
+//!
+//! Nothing in the loop allocates or does I/O: records go to the writer through a bounded,
+//! preallocated channel with `try_send` (a full channel drops the record and counts it, it never
+//! blocks the timed thread), and every measurement is a clock read, `getrusage` or
+//! `sched_getcpu`. The exceptions are a phase that changes the thread's policy away from
+//! SCHED_DEADLINE (the kernel's period limit is read from /proc once per change) and error paths.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
+
+use pacer_model::Policy;
+use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
+use pacer_workload::{Event, Phase, ThreadSpec, TimerMode, Workload};
+
+use super::calibrate::{self, Calibration};
+use super::log::{us, us_signed, LogRow};
+use super::sys::{self, Slept};
+use super::{affinity_error, policy_error, RunError};
+use crate::sched;
+
+/// A timer slot that no thread has used yet.
+pub(crate) const UNSET: u64 = u64::MAX;
+
+/// Upper bound on events a thread steps through without running, blocking or yielding (a loop of
+/// zero-work events); past it the thread ends, as in the simulator (`MAX_IDLE_STEPS`).
+const MAX_IDLE_STEPS: u32 = 1_000_000;
+
+/// Work done between two checks of the stop flag during a `run` event (and CPU samples for the
+/// migration count).
+const RUN_CHUNK_NS: u64 = 50_000;
+/// Work done between two clock reads during a `runtime` event (its overshoot bound).
+const RUNTIME_CHUNK_NS: u64 = 2_000;
+
+/// What a timed thread sends to the writer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Msg {
+    Job(JobRecord),
+    Log(ThreadId, LogRow),
+}
+
+/// The start gate all threads wait at after setting themselves up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    Pending,
+    /// Start: the run's origin (CLOCK_MONOTONIC ns).
+    Go {
+        t0: u64,
+    },
+    /// Setup failed somewhere: end without running.
+    Abort,
+}
+
+/// State shared by the writer and the timed threads.
+pub(crate) struct Shared {
+    /// Set when the run must end (duration reached, signal, error); checked between events and
+    /// inside busy loops.
+    pub stop: AtomicBool,
+    /// Jobs and log rows ending after this instant (CLOCK_MONOTONIC ns) are not reported: the end
+    /// of the requested duration, or the moment a signal or an error stopped the run.
+    pub cutoff: AtomicU64,
+    /// The first error a thread met while running (a phase's policy or affinity change).
+    pub error: Mutex<Option<RunError>>,
+    /// Next expiry of each timer (CLOCK_MONOTONIC ns), [`UNSET`] before first use.
+    pub timers: Vec<AtomicU64>,
+    pub gate: Mutex<Gate>,
+    pub gate_cv: Condvar,
+    pub calibration: Calibration,
+    /// The CPUs the process may use (a thread without `cpus` goes back to these).
+    pub default_affinity: Vec<usize>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn cutoff(&self) -> u64 {
+        self.cutoff.load(Ordering::Relaxed)
+    }
+
+    /// Records a run-time error (the first one wins) and stops the run.
+    fn fail(&self, e: RunError) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.cutoff.fetch_min(sys::now_ns(), Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What a thread reports when it ends.
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadResult {
+    pub tid: u32,
+    pub counters: TaskCounters,
+    /// The policy read back (`sched_getattr`) right after the thread set it.
+    pub applied: Option<Policy>,
+    /// The policy read back right before the thread ended, after it demoted itself.
+    pub at_exit: Option<Policy>,
+    /// Records lost because the writer's channel was full.
+    pub dropped: u64,
+    /// Why demoting itself failed, if it did.
+    pub demote_error: Option<String>,
+    /// When the thread ended (CLOCK_MONOTONIC ns).
+    pub ended: u64,
+    /// Why its program ended.
+    pub end: End,
+}
+
+/// Why a thread's program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// It ran all its loops (or the idle-step limit).
+    Finished,
+    /// Its next step would end after the run's cutoff.
+    Cutoff,
+    /// The run was stopped (signal, error, duration noticed by the writer) or never started.
+    Stopped,
+}
+
+/// Program counter, as in the simulator.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pc {
+    outer: u64,
+    phase: usize,
+    iter: u64,
+    ev: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    seq: u64,
+    release: u64,
+    start: u64,
+    cpu_time: u64,
+    involuntary: u64,
+    migrations: u32,
+}
+
+/// The accumulators of one rt-app log row (one pass through a phase).
+#[derive(Debug, Clone, Copy, Default)]
+struct Pass {
+    start: u64,
+    loops: u64,
+    run_ns: u64,
+    c_duration_us: u64,
+    c_period_us: u64,
+    slack_us: i64,
+    wu_lat_us: u64,
+}
+
+struct Interp<'a> {
+    idx: ThreadId,
+    spec: &'a ThreadSpec,
+    shared: &'a Shared,
+    tx: &'a SyncSender<Msg>,
+    rng: pacer_workload::ThreadRng,
+    t0: u64,
+    t_first: u64,
+    rel_deadline: u64,
+    period: u64,
+    has_timer: bool,
+    units: u64,
+    job: Option<Job>,
+    released: u64,
+    finished: u64,
+    dropped: u64,
+    /// CPU seen at the last sampling point, and CPU changes counted over the whole run.
+    last_cpu: u32,
+    migrations_seen: u64,
+    run_chunk: u64,
+    runtime_chunk: u64,
+    pass: Pass,
+    /// The CPUs set now (borrowed from the workload or the process's set: changing them in the
+    /// loop allocates nothing).
+    affinity: &'a [usize],
+    policy: Policy,
+}
+
+/// Body of timed thread `idx`: setup, start gate, run, demotion.
+pub(crate) fn thread_main(
+    idx: usize,
+    workload: Arc<Workload>,
+    shared: Arc<Shared>,
+    tx: SyncSender<Msg>,
+    ready: Sender<(usize, Result<(), RunError>)>,
+    seed: u64,
+) -> ThreadResult {
+    let spec = &workload.threads[idx];
+    sys::set_thread_name(&spec.name);
+    let tid = sched::gettid();
+    let mut result = ThreadResult {
+        tid,
+        counters: TaskCounters::default(),
+        applied: None,
+        at_exit: None,
+        dropped: 0,
+        demote_error: None,
+        ended: 0,
+        end: End::Stopped,
+    };
+    let setup = set_up(spec, &shared);
+    let (affinity, policy) = match setup {
+        Ok(ok) => {
+            result.applied = sched::get_policy(0).ok();
+            let _ = ready.send((idx, Ok(())));
+            ok
+        }
+        Err(e) => {
+            let _ = ready.send((idx, Err(e)));
+            demote(&mut result);
+            return result;
+        }
+    };
+    drop(ready);
+    let gate = {
+        let mut g = shared.gate.lock().unwrap_or_else(|p| p.into_inner());
+        while *g == Gate::Pending {
+            g = shared.gate_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        *g
+    };
+    let Gate::Go { t0 } = gate else {
+        demote(&mut result);
+        return result;
+    };
+
+    let cpu_time0 = sys::thread_cpu_ns();
+    let (voluntary0, involuntary0) = sys::context_switches();
+    let kernel_migrations0 = sys::thread_migrations();
+    let cal = shared.calibration;
+    let mut it = Interp {
+        idx: idx as ThreadId,
+        spec,
+        shared: &shared,
+        tx: &tx,
+        rng: pacer_workload::thread_rng(seed, idx),
+        t0,
+        t_first: t0.saturating_add(spec.start_delay.ns()),
+        rel_deadline: spec.relative_deadline_ns(),
+        period: spec.period_ns(),
+        has_timer: spec.has_timer(),
+        units: 0,
+        job: None,
+        released: 0,
+        finished: 0,
+        dropped: 0,
+        last_cpu: sys::current_cpu(),
+        migrations_seen: 0,
+        run_chunk: cal.loops_for(RUN_CHUNK_NS).max(1),
+        runtime_chunk: cal.loops_for(RUNTIME_CHUNK_NS).max(1),
+        pass: Pass::default(),
+        affinity,
+        policy,
+    };
+    result.end = it.run();
+
+    let (voluntary, involuntary) = sys::context_switches();
+    let involuntary = involuntary.saturating_sub(involuntary0);
+    result.counters = TaskCounters {
+        released: it.released,
+        finished: it.finished,
+        exec_ns: sys::thread_cpu_ns().saturating_sub(cpu_time0),
+        switches: voluntary.saturating_sub(voluntary0) + involuntary,
+        involuntary_switches: involuntary,
+        // The kernel's own count when it exposes one; else the changes seen at sampling points.
+        migrations: match (kernel_migrations0, sys::thread_migrations()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => it.migrations_seen,
+        },
+        overruns: None,
+    };
+    result.dropped = it.dropped;
+    demote(&mut result);
+    result
+}
+
+/// Sets the affinity and policy the thread starts with (those of its first phase that runs, else
+/// its own), so that refusals surface before the run starts.
+fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], Policy), RunError> {
+    let first = spec.phases.iter().find(|p| p.loops > 0 && !p.events.is_empty());
+    let cpus = first
+        .and_then(|p| p.affinity.as_deref())
+        .or(spec.affinity.as_deref());
+    let affinity = match cpus {
+        Some(cpus) => {
+            sched::set_affinity(0, cpus).map_err(|e| affinity_error(spec, cpus, &e))?;
+            cpus
+        }
+        None => &shared.default_affinity[..],
+    };
+    let restricted = *affinity != shared.default_affinity[..];
+    let mut policy = spec.policy;
+    sched::set_policy(0, policy, true).map_err(|e| policy_error(spec, &policy, restricted, &e))?;
+    if let Some(p) = first.and_then(|p| p.policy) {
+        if p != policy {
+            sched::set_policy(0, p, true).map_err(|e| policy_error(spec, &p, restricted, &e))?;
+            policy = p;
+        }
+    }
+    Ok((affinity, policy))
+}
+
+/// Puts the thread back to SCHED_OTHER if it holds a real-time policy or a reservation. The
+/// thread does it itself, while running: demoting a sleeping SCHED_DEADLINE thread from another
+/// thread leaks its bandwidth on Linux 6.18 (docs/linux.md).
+fn demote(result: &mut ThreadResult) {
+    match sched::get_policy(0) {
+        Ok(Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline(_) | Policy::Idle) => {
+            if let Err(e) = sched::set_policy(0, Policy::Other { nice: 0 }, false) {
+                result.demote_error = Some(e.to_string());
+            }
+        }
+        Ok(Policy::Other { .. }) => {}
+        Err(e) => result.demote_error = Some(e.to_string()),
+    }
+    result.at_exit = sched::get_policy(0).ok();
+    result.ended = sys::now_ns();
+}
+
+impl<'a> Interp<'a> {
+    fn rel(&self, abs: u64) -> u64 {
+        abs.saturating_sub(self.t0)
+    }
+
+    /// Notes the CPU the thread is on now (migration sampling point).
+    fn sample_cpu(&mut self) -> u32 {
+        let cpu = sys::current_cpu();
+        if cpu != self.last_cpu {
+            self.last_cpu = cpu;
+            self.migrations_seen += 1;
+            if let Some(j) = &mut self.job {
+                j.migrations = j.migrations.saturating_add(1);
+            }
+        }
+        cpu
+    }
+
+    fn send(&mut self, m: Msg) {
+        match self.tx.try_send(m) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => self.dropped += 1,
+        }
+    }
+
+    fn start_job(&mut self, release: u64, start: u64) {
+        let seq = self.released;
+        self.released += 1;
+        self.job = Some(Job {
+            seq,
+            release,
+            start,
+            cpu_time: sys::thread_cpu_ns(),
+            involuntary: sys::context_switches().1,
+            migrations: 0,
+        });
+    }
+
+    /// Ends the current job at `now`; it is reported if it ended before the run's cutoff.
+    fn finish_job(&mut self, now: u64) {
+        let Some(j) = self.job else { return };
+        let exec = sys::thread_cpu_ns().saturating_sub(j.cpu_time);
+        let preemptions = sys::context_switches().1.saturating_sub(j.involuntary);
+        // The last sampling point, which may still count a migration for this job.
+        let cpu = self.sample_cpu();
+        let Some(j) = self.job.take() else { return };
+        if now > self.shared.cutoff() {
+            return;
+        }
+        self.finished += 1;
+        let release = self.rel(j.release);
+        let record = JobRecord {
+            thread: self.idx,
+            job: j.seq,
+            release,
+            start: self.rel(j.start),
+            finish: self.rel(now),
+            deadline: release.saturating_add(self.rel_deadline),
+            period: self.period,
+            exec,
+            preemptions: preemptions.min(u32::MAX as u64) as u32,
+            migrations: j.migrations,
+            cpu,
+        };
+        self.send(Msg::Job(record));
+    }
+
+    /// Sleeps until `abs`, riding out stray signals; false when the run is stopping.
+    fn sleep_until(&self, abs: u64) -> bool {
+        loop {
+            match sys::sleep_until(abs) {
+                Slept::Done => return !self.shared.stopping(),
+                Slept::Interrupted if self.shared.stopping() => return false,
+                Slept::Interrupted => {}
+            }
+        }
+    }
+
+    /// Whether the run is over for this thread: stopped, or past its cutoff. The thread reads the
+    /// clock itself rather than wait for the writer, which is a SCHED_OTHER thread that real-time
+    /// hogs may keep off the CPU for a while.
+    fn over(&self, now: u64) -> Option<End> {
+        if self.shared.stopping() {
+            Some(End::Stopped)
+        } else if now > self.shared.cutoff() {
+            Some(End::Cutoff)
+        } else {
+            None
+        }
+    }
+
+    /// Busy work of `loops` calibrated loops; `Err` when the run ended meanwhile.
+    fn spin_loops(&mut self, loops: u64) -> Result<(), End> {
+        let mut left = loops;
+        while left > 0 {
+            let n = left.min(self.run_chunk);
+            calibrate::waste(n);
+            left -= n;
+            self.pass.loops += n;
+            self.sample_cpu();
+            if let Some(end) = self.over(sys::now_ns()) {
+                return Err(end);
+            }
+        }
+        Ok(())
+    }
+
+    /// Busy work until `ns` of wall-clock time have passed; `Err` when the run ended meanwhile.
+    fn spin_wall(&mut self, start: u64, ns: u64) -> Result<(), End> {
+        loop {
+            calibrate::waste(self.runtime_chunk);
+            self.pass.loops += self.runtime_chunk;
+            let now = sys::now_ns();
+            if now.saturating_sub(start) >= ns {
+                return Ok(());
+            }
+            self.sample_cpu();
+            if let Some(end) = self.over(now) {
+                return Err(end);
+            }
+        }
+    }
+
+    /// Start of a pass through `phase`: rt-app re-applies the affinity (the phase's, else the
+    /// thread's, else the process's) and the phase's policy (sticky) at every pass; only changes
+    /// reach the kernel.
+    fn begin_pass(&mut self, phase: &'a Phase) -> Result<(), RunError> {
+        let cpus: &'a [usize] = phase
+            .affinity
+            .as_deref()
+            .or(self.spec.affinity.as_deref())
+            .unwrap_or(&self.shared.default_affinity);
+        if cpus != self.affinity {
+            sched::set_affinity(0, cpus).map_err(|e| affinity_error(self.spec, cpus, &e))?;
+            self.affinity = cpus;
+        }
+        if let Some(p) = phase.policy {
+            if p != self.policy {
+                let restricted = *self.affinity != self.shared.default_affinity[..];
+                sched::set_policy(0, p, true).map_err(|e| policy_error(self.spec, &p, restricted, &e))?;
+                self.policy = p;
+            }
+        }
+        self.pass = Pass {
+            start: sys::now_ns(),
+            ..Pass::default()
+        };
+        Ok(())
+    }
+
+    fn end_pass(&mut self) {
+        let end = sys::now_ns();
+        if end > self.shared.cutoff() {
+            return;
+        }
+        let p = self.pass;
+        let row = LogRow {
+            idx: self.idx,
+            perf: p.loops / 1000,
+            run: us(p.run_ns),
+            period: us(end.saturating_sub(p.start)),
+            start: us(p.start),
+            end: us(end),
+            rel_st: us(self.rel(p.start)),
+            slack: p.slack_us,
+            c_duration: p.c_duration_us,
+            c_period: p.c_period_us,
+            wu_lat: p.wu_lat_us,
+        };
+        self.send(Msg::Log(self.idx, row));
+    }
+
+    fn run(&mut self) -> End {
+        // The thread's start: job 0 is released at origin + delay.
+        if self.t_first > self.shared.cutoff() {
+            return End::Cutoff;
+        }
+        if !self.sleep_until(self.t_first) {
+            return End::Stopped;
+        }
+        let woke = sys::now_ns();
+        self.sample_cpu();
+        self.start_job(self.t_first, woke);
+
+        let phases = &self.spec.phases;
+        let mut pc = Pc::default();
+        let mut in_pass = false;
+        let mut idle_steps = 0u32;
+        loop {
+            if self.shared.stopping() {
+                return End::Stopped;
+            }
+            idle_steps += 1;
+            if idle_steps > MAX_IDLE_STEPS {
+                self.finish_job(sys::now_ns());
+                return End::Finished;
+            }
+            if pc.phase >= phases.len() {
+                pc.outer += 1;
+                if self.spec.loops.is_some_and(|l| pc.outer >= l) {
+                    self.finish_job(sys::now_ns());
+                    return End::Finished;
+                }
+                pc = Pc {
+                    outer: pc.outer,
+                    ..Pc::default()
+                };
+                continue;
+            }
+            let phase = &phases[pc.phase];
+            if phase.loops == 0 {
+                pc.phase += 1;
+                continue;
+            }
+            if !in_pass {
+                in_pass = true;
+                if let Err(e) = self.begin_pass(phase) {
+                    self.shared.fail(e);
+                    return End::Stopped;
+                }
+            }
+            if pc.ev >= phase.events.len() {
+                self.end_pass();
+                in_pass = false;
+                pc.ev = 0;
+                pc.iter += 1;
+                if pc.iter >= phase.loops {
+                    pc.iter = 0;
+                    pc.phase += 1;
+                }
+                if !self.has_timer {
+                    // Without timers, each pass through a phase's events is one job.
+                    let now = sys::now_ns();
+                    self.finish_job(now);
+                    self.start_job(now, now);
+                }
+                continue;
+            }
+            let ev = &phase.events[pc.ev];
+            pc.ev += 1;
+            match ev {
+                Event::Run { work } => {
+                    let w = work.sample_for(&mut self.rng, self.units).ns();
+                    self.pass.c_duration_us += us(w);
+                    if w > 0 {
+                        idle_steps = 0;
+                        let start = sys::now_ns();
+                        let done = self.spin_loops(self.shared.calibration.loops_for(w));
+                        self.pass.run_ns += sys::now_ns().saturating_sub(start);
+                        if let Err(end) = done {
+                            return end;
+                        }
+                    }
+                }
+                Event::Runtime { duration } => {
+                    let d = duration.ns();
+                    self.pass.c_duration_us += us(d);
+                    if d > 0 {
+                        idle_steps = 0;
+                        let start = sys::now_ns();
+                        let done = self.spin_wall(start, d);
+                        self.pass.run_ns += sys::now_ns().saturating_sub(start);
+                        if let Err(end) = done {
+                            return end;
+                        }
+                    }
+                }
+                Event::Sleep { duration } => {
+                    idle_steps = 0;
+                    let until = sys::now_ns().saturating_add(duration.ns());
+                    if until > self.shared.cutoff() {
+                        // Nothing this thread does after the end of the run is reported.
+                        return End::Cutoff;
+                    }
+                    let mut left = duration.ns();
+                    while sys::sleep_for(left, &mut left) == Slept::Interrupted {
+                        if self.shared.stopping() {
+                            return End::Stopped;
+                        }
+                    }
+                    self.sample_cpu();
+                }
+                Event::Timer { timer, period, mode } => {
+                    let now = sys::now_ns();
+                    let p = period.ns();
+                    let relative = *mode == TimerMode::Relative;
+                    let t_first = self.t_first;
+                    // rt-app's timer (`run_event()`), as the simulator models it: the expiry
+                    // advances by one period from the previous one (the first from the thread's
+                    // start); a late relative timer restarts its grid at now.
+                    let step = |cur: u64| -> (u64, u64) {
+                        let grid = if cur == UNSET { t_first } else { cur }.saturating_add(p);
+                        let next = if grid <= now && relative { now } else { grid };
+                        (grid, next)
+                    };
+                    let slot = &self.shared.timers[timer.0];
+                    let prev = slot
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| Some(step(cur).1))
+                        .unwrap_or_else(|cur| cur);
+                    let (grid, next) = step(prev);
+                    self.pass.c_period_us += us(p);
+                    self.pass.slack_us = us_signed(grid as i64 - now as i64);
+                    self.finish_job(now);
+                    if next > now {
+                        if next > self.shared.cutoff() {
+                            return End::Cutoff;
+                        }
+                        if !self.sleep_until(next) {
+                            return End::Stopped;
+                        }
+                        idle_steps = 0;
+                        let woke = sys::now_ns();
+                        self.pass.wu_lat_us += us(woke.saturating_sub(next));
+                        self.sample_cpu();
+                        self.start_job(next, woke);
+                    } else {
+                        // Late: the next job was released in the past and starts at once.
+                        self.pass.wu_lat_us = 0;
+                        self.start_job(next, now);
+                    }
+                }
+                Event::Yield => {
+                    idle_steps = 0;
+                    sys::yield_now();
+                    self.sample_cpu();
+                }
+                Event::WorkUnits { units } => self.units = *units,
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Termination signals as events a control loop can poll, instead of handlers that run at any
+//! point of the loop: `pacer exec`/`attach` must finish the tick it is in, then restore every
+//! thread, whatever arrives (signalfd(2), sigprocmask(2)).
+//!
+//! The signals are blocked in the calling thread (and so in threads it creates later), and read
+//! from a signalfd. A child started with [`spawn_unblocked`] gets the default mask back before
+//! `exec`, because a blocked mask survives `exec` and would make the program deaf to Ctrl-C.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+
+use crate::sched::LinuxError;
+
+/// SIGTERM, for callers that hold no libc binding of their own.
+pub const SIGTERM: i32 = libc::SIGTERM;
+
+/// The signals that end a control session.
+pub const TERMINATING: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+fn sigset(sigs: &[i32]) -> libc::sigset_t {
+    // SAFETY: sigemptyset initialises the set it is given; sigaddset only sets bits in it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// A signalfd receiving a set of blocked signals.
+#[derive(Debug)]
+pub struct SignalFd {
+    fd: OwnedFd,
+}
+
+impl SignalFd {
+    /// Blocks `sigs` in the calling thread and opens a non-blocking signalfd for them. Call it
+    /// before creating threads, so none of them inherits an unblocked mask.
+    pub fn new(sigs: &[i32]) -> Result<SignalFd, LinuxError> {
+        let set = sigset(sigs);
+        // SAFETY: `set` is an initialised sigset; the old mask is not needed (NULL).
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(LinuxError::Syscall {
+                op: "pthread_sigmask",
+                target: 0,
+                source: io::Error::from_raw_os_error(r),
+            });
+        }
+        // SAFETY: -1 asks for a new descriptor; `set` is a valid sigset.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(LinuxError::syscall("signalfd", 0));
+        }
+        // SAFETY: the kernel just returned this descriptor to us.
+        Ok(SignalFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// The next pending signal, if any (never blocks).
+    pub fn next(&self) -> Option<i32> {
+        // SAFETY: zeroed is a valid signalfd_siginfo (plain integers).
+        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: we read at most `size` bytes into `info`, which is that large and writable.
+        let n = unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                (&mut info as *mut libc::signalfd_siginfo).cast(),
+                size,
+            )
+        };
+        (n == size as isize).then_some(info.ssi_signo as i32)
+    }
+}
+
+impl AsRawFd for SignalFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Spawns `cmd` with [`TERMINATING`] unblocked in the child, so it reacts to Ctrl-C and SIGTERM
+/// like a program started from a shell.
+pub fn spawn_unblocked(cmd: &mut Command) -> io::Result<Child> {
+    let set = sigset(&TERMINATING);
+    // SAFETY: the closure runs between fork and exec and only calls pthread_sigmask, which is
+    // async-signal-safe and touches no memory but the set captured by value.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Waits until one of `fds` is readable or `timeout_ns` passes; returns which are readable.
+/// An interrupted wait returns early with nothing readable.
+pub fn wait_readable(fds: &[RawFd], timeout_ns: u64) -> Result<Vec<bool>, LinuxError> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+    // SAFETY: `pfds` is a live, writable array of `pfds.len()` pollfds.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(LinuxError::Syscall {
+            op: "poll",
+            target: 0,
+            source: e,
+        });
+    }
+    Ok(pfds
+        .iter()
+        .map(|p| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocked_signal_arrives_on_the_fd() {
+        // SIGUSR2 is not used elsewhere in this test binary; block it only in this thread.
+        let h = std::thread::spawn(|| {
+            let sfd = SignalFd::new(&[libc::SIGUSR2]).unwrap();
+            assert_eq!(sfd.next(), None);
+            // SAFETY: sends a signal to this thread only.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_tgkill,
+                    libc::getpid(),
+                    libc::syscall(libc::SYS_gettid),
+                    libc::SIGUSR2,
+                );
+            }
+            let ready = wait_readable(&[sfd.as_raw_fd()], 1_000_000_000).unwrap();
+            assert_eq!(ready, vec![true]);
+            assert_eq!(sfd.next(), Some(libc::SIGUSR2));
+            assert_eq!(sfd.next(), None);
+        });
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn wait_times_out() {
+        let sfd = std::thread::spawn(|| SignalFd::new(&[libc::SIGUSR1]).unwrap())
+            .join()
+            .unwrap();
+        let t = std::time::Instant::now();
+        assert_eq!(
+            wait_readable(&[sfd.as_raw_fd()], 20_000_000).unwrap(),
+            vec![false]
+        );
+        assert!(t.elapsed() >= std::time::Duration::from_millis(19));
+    }
+}

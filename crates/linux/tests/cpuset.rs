@@ -1,0 +1,508 @@
+//! Real-kernel tests of `pacer_linux::cpuset` on the machine's cgroup v1 cpuset hierarchy: a
+//! one-CPU partition is its own SCHED_DEADLINE root domain, everything is restored afterwards,
+//! leftovers of a SIGKILLed pacer are cleaned up, and leaked deadline bandwidth is recovered by
+//! rebuilding the root domains. They change global scheduler state, so they need root, run one
+//! at a time, and restore the system through guards even when an assertion fails. Without root,
+//! a v1 cpuset hierarchy or CPUs 0 and 1, each prints "skipping: …" and returns.
+//!
+//! Run with `cargo test -p pacer-linux --test cpuset -- --nocapture` to see what was measured.
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration as StdDuration, Instant};
+
+use pacer_linux::cpuset::{
+    self, read_dl_bandwidth, total_bw_of, CgroupVersion, CpusetHierarchy, PartitionSpec, Partitioning,
+};
+use pacer_linux::sched::{
+    get_affinity, get_attr, set_attr, set_policy, SchedAttr, Tid, SCHED_DEADLINE, SCHED_OTHER,
+};
+use pacer_model::{Duration, Policy, Reservation};
+
+/// The tests reshape the machine's root domains: one at a time.
+static SYSTEM: Mutex<()> = Mutex::new(());
+
+fn serialize() -> std::sync::MutexGuard<'static, ()> {
+    SYSTEM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Set in the environment of the re-executed test binary that plays the killed pacer.
+const VICTIM_ENV: &str = "PACER_CPUSET_SIGKILL_VICTIM";
+
+/// 1 ms / 10 ms / 10 ms: 0.1 CPU, 104 857 in the kernel's 2²⁰ fixed point.
+fn dl_1_10() -> Policy {
+    Policy::Deadline(Reservation::new(
+        Duration::from_ms(1),
+        Duration::from_ms(10),
+        Duration::from_ms(10),
+    ))
+}
+const BW_1_10: u64 = (1 << 20) / 10;
+
+/// The v1 hierarchy with CPUs 0 and 1, or why the test cannot run here.
+fn v1_or_skip(test: &str) -> Option<CpusetHierarchy> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        eprintln!("{test}: skipping: not root (euid {euid}); cpusets and SCHED_DEADLINE need root");
+        return None;
+    }
+    let h = match CpusetHierarchy::detect() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("{test}: skipping: {e}");
+            return None;
+        }
+    };
+    if h.version() != CgroupVersion::V1 {
+        eprintln!(
+            "{test}: skipping: the cpuset controller is on cgroup v2 at {} (these tests target v1; \
+             v2 is covered by the fake-tree unit tests)",
+            h.root().display()
+        );
+        return None;
+    }
+    match h.cpus() {
+        Ok(c) if c.contains(&0) && c.contains(&1) => Some(h),
+        other => {
+            eprintln!("{test}: skipping: needs CPUs 0 and 1 in the root cpuset, found {other:?}");
+            None
+        }
+    }
+}
+
+fn knob(h: &CpusetHierarchy, name: &str) -> String {
+    fs::read_to_string(h.root().join(name))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn pacer_dirs(h: &CpusetHierarchy) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(h.root())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(cpuset::PARTITION_PREFIX)
+        })
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Puts the system back even when a test fails: our partitions removed (cleanup_stale treats an
+/// unclaimed directory of this process as stale), root knobs as they were, leaked deadline
+/// bandwidth dropped.
+struct SystemGuard {
+    hier: CpusetHierarchy,
+    load_balance: String,
+    cpu_exclusive: String,
+}
+
+impl SystemGuard {
+    fn new(hier: &CpusetHierarchy) -> SystemGuard {
+        // Leftovers of an earlier, killed run would otherwise be recorded as "the state before".
+        match hier.cleanup_stale() {
+            Ok(r) if !r.is_empty() => eprintln!("guard: removed leftovers of a killed run: {r:?}"),
+            Ok(_) => {}
+            Err(e) => panic!("leftovers of an earlier run cannot be cleaned up: {e}"),
+        }
+        SystemGuard {
+            load_balance: knob(hier, "cpuset.sched_load_balance"),
+            cpu_exclusive: knob(hier, "cpuset.cpu_exclusive"),
+            hier: hier.clone(),
+        }
+    }
+}
+
+impl Drop for SystemGuard {
+    fn drop(&mut self) {
+        if let Err(e) = self.hier.cleanup_stale() {
+            eprintln!("guard: cleanup_stale: {e}");
+        }
+        for (name, value) in [
+            ("cpuset.cpu_exclusive", &self.cpu_exclusive),
+            ("cpuset.sched_load_balance", &self.load_balance),
+        ] {
+            if knob(&self.hier, name) != *value {
+                eprintln!("guard: restoring {name} = {value}");
+                let _ = fs::write(self.hier.root().join(name), value);
+            }
+        }
+        let _ = self.hier.rebuild_root_domains();
+    }
+}
+
+/// A child process that is killed and reaped on drop.
+struct Kid(Child);
+
+impl Kid {
+    fn spawn(cmd: &mut Command) -> Kid {
+        Kid(cmd.spawn().expect("spawn child"))
+    }
+    fn sleep() -> Kid {
+        Kid::spawn(Command::new("sleep").arg("100"))
+    }
+    fn pid(&self) -> Tid {
+        self.0.id()
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// (state, CPU it last ran on) from /proc/PID/stat.
+fn state_and_cpu(pid: Tid) -> Option<(char, usize)> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // Field 3 (state) is fields[0]; field 39 (processor) is fields[36].
+    Some((fields.first()?.chars().next()?, fields.get(36)?.parse().ok()?))
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let end = Instant::now() + StdDuration::from_secs(5);
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(StdDuration::from_millis(5));
+    }
+}
+
+/// Wakes a sleeping child once (SIGSTOP then SIGCONT), so it runs on a CPU its new affinity
+/// allows; it then goes back to sleep there.
+fn kick(pid: Tid) {
+    let p = pid as libc::pid_t;
+    // SAFETY: signals a child we spawned and have not reaped.
+    unsafe { libc::kill(p, libc::SIGSTOP) };
+    wait_for("the child to stop", || {
+        state_and_cpu(pid).is_some_and(|(s, _)| s == 'T')
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(p, libc::SIGCONT) };
+    wait_for("the child to sleep again", || {
+        state_and_cpu(pid).is_some_and(|(s, _)| s == 'S')
+    });
+}
+
+fn total_bw(cpu: usize) -> u64 {
+    total_bw_of(&read_dl_bandwidth().expect("read dl_bw"), cpu).expect("cpu in sched debug")
+}
+
+#[test]
+fn partition_on_cpu1_is_its_own_root_domain_and_everything_is_restored() {
+    let _s = serialize();
+    let test = "partition_on_cpu1";
+    let Some(h) = v1_or_skip(test) else { return };
+    let guard = SystemGuard::new(&h);
+    let all_cpus = get_affinity(0).unwrap();
+    let before = read_dl_bandwidth().expect("read dl_bw (debugfs)");
+    eprintln!(
+        "{test}: {} (v1), root sched_load_balance {} cpu_exclusive {}; total_bw cpu0 {} cpu1 {}",
+        h.root().display(),
+        guard.load_balance,
+        guard.cpu_exclusive,
+        total_bw_of(&before, 0).unwrap(),
+        total_bw_of(&before, 1).unwrap()
+    );
+
+    // A child that runs and sleeps on CPU 0. Outside a partition, a restricted affinity cannot
+    // get SCHED_DEADLINE.
+    let mut cmd = Command::new("sleep");
+    cmd.arg("100");
+    // SAFETY: the hook only calls sched_setaffinity (async-signal-safe) on a stack-allocated set.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let moved = Kid::spawn(&mut cmd);
+    wait_for("the pinned child to sleep", || {
+        state_and_cpu(moved.pid()).is_some_and(|(s, _)| s == 'S')
+    });
+    assert_eq!(get_affinity(moved.pid()).unwrap(), vec![0]);
+    let e = set_policy(moved.pid(), dl_1_10(), true).expect_err("DL with affinity {0} outside a partition");
+    assert_eq!(e.errno(), Some(libc::EPERM), "{e}");
+    eprintln!("{test}: outside a partition, affinity {{0}} + SCHED_DEADLINE -> {e}");
+
+    let mut p = Partitioning::create(&h, &[PartitionSpec::new("rt", &[1])]).expect("create partition");
+    let dir = p.get("rt").unwrap().dir().to_path_buf();
+    assert!(dir.is_dir());
+    assert_eq!(fs::read_to_string(dir.join("cpuset.cpus")).unwrap().trim(), "1");
+    assert_eq!(
+        fs::read_to_string(dir.join("cpuset.cpu_exclusive"))
+            .unwrap()
+            .trim(),
+        "1"
+    );
+    assert_eq!(knob(&h, "cpuset.sched_load_balance"), "0");
+    let parted = read_dl_bandwidth().unwrap();
+    eprintln!(
+        "{test}: created {}; root sched_load_balance 0; total_bw now cpu0 {} cpu1 {} (separate root domains)",
+        dir.display(),
+        total_bw_of(&parted, 0).unwrap(),
+        total_bw_of(&parted, 1).unwrap()
+    );
+
+    // The sleeping child moved in: affinity {1} at once, but it stays on CPU 0 until it wakes,
+    // and admission looks at CPU 0's root domain, which {1} does not cover.
+    p.move_thread("rt", moved.pid()).unwrap();
+    assert_eq!(get_affinity(moved.pid()).unwrap(), vec![1]);
+    assert!(p.threads("rt").unwrap().contains(&moved.pid()));
+    let (_, last_cpu) = state_and_cpu(moved.pid()).unwrap();
+    let asleep = set_policy(moved.pid(), dl_1_10(), true);
+    eprintln!(
+        "{test}: sleeping child {} moved in, still on CPU {last_cpu}: SCHED_DEADLINE before it wakes -> {}",
+        moved.pid(),
+        asleep
+            .as_ref()
+            .map_or_else(|e| e.to_string(), |_| "admitted".into())
+    );
+    assert_eq!(last_cpu, 0);
+    assert_eq!(asleep.map_err(|e| e.errno()), Err(Some(libc::EPERM)));
+    kick(moved.pid());
+    assert_eq!(state_and_cpu(moved.pid()).unwrap().1, 1);
+    let cpu1_before = total_bw(1);
+    set_policy(moved.pid(), dl_1_10(), true).expect("SCHED_DEADLINE inside the partition");
+    assert_eq!(get_attr(moved.pid()).unwrap().sched_policy, SCHED_DEADLINE);
+    let cpu1_after = total_bw(1);
+    eprintln!(
+        "{test}: after one wake-up on CPU 1: SCHED_DEADLINE 1/10 ms admitted; cpu1 root domain total_bw {cpu1_before} -> {cpu1_after}"
+    );
+    assert_eq!(cpu1_after, cpu1_before + BW_1_10);
+
+    // A child started inside the partition needs no wake-up.
+    let mut cmd = Command::new("sleep");
+    cmd.arg("100");
+    p.join_on_spawn("rt", &mut cmd).unwrap();
+    let joined = Kid::spawn(&mut cmd);
+    wait_for("the joined child to sleep", || {
+        state_and_cpu(joined.pid()).is_some_and(|(s, _)| s == 'S')
+    });
+    assert!(p.threads("rt").unwrap().contains(&joined.pid()));
+    assert_eq!(get_affinity(joined.pid()).unwrap(), vec![1]);
+    set_policy(joined.pid(), dl_1_10(), true).expect("SCHED_DEADLINE for a child spawned inside");
+    eprintln!(
+        "{test}: child {} spawned inside: affinity [1], SCHED_DEADLINE admitted at once; cpu1 total_bw {}",
+        joined.pid(),
+        total_bw(1)
+    );
+
+    // One demoted before teardown, one still reserved: teardown moves it back with its
+    // reservation (the kernel re-admits it in the root's domain).
+    set_policy(moved.pid(), Policy::Other { nice: 0 }, false).unwrap();
+    assert_eq!(get_attr(moved.pid()).unwrap().sched_policy, SCHED_OTHER);
+    p.teardown().expect("teardown");
+    assert_eq!(get_attr(joined.pid()).unwrap().sched_policy, SCHED_DEADLINE);
+    let with_reserved = total_bw(0);
+    eprintln!(
+        "{test}: torn down with child {} still SCHED_DEADLINE: kept, root domain total_bw {with_reserved}",
+        joined.pid()
+    );
+    assert_eq!(with_reserved, total_bw_of(&before, 0).unwrap() + BW_1_10);
+    set_policy(joined.pid(), Policy::Other { nice: 0 }, false).unwrap();
+
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    assert!(pacer_dirs(&h).is_empty(), "{:?}", pacer_dirs(&h));
+    assert_eq!(knob(&h, "cpuset.sched_load_balance"), guard.load_balance);
+    assert_eq!(knob(&h, "cpuset.cpu_exclusive"), guard.cpu_exclusive);
+    let state_file = h.state_dir().join(format!("cpuset-{}.state", std::process::id()));
+    assert!(!state_file.exists());
+    // The moved child had affinity {0} before the move: given back. The joined one gets the root's.
+    assert_eq!(get_affinity(moved.pid()).unwrap(), vec![0]);
+    assert_eq!(get_affinity(joined.pid()).unwrap(), all_cpus);
+    let after = read_dl_bandwidth().unwrap();
+    eprintln!(
+        "{test}: torn down: directory gone, root knobs {} / {}, total_bw cpu0 {} cpu1 {} (before: {} {})",
+        guard.load_balance,
+        guard.cpu_exclusive,
+        total_bw_of(&after, 0).unwrap(),
+        total_bw_of(&after, 1).unwrap(),
+        total_bw_of(&before, 0).unwrap(),
+        total_bw_of(&before, 1).unwrap()
+    );
+    assert_eq!(after, before, "deadline bandwidth not back to where it was");
+}
+
+#[test]
+fn rebuild_root_domains_recovers_leaked_bandwidth() {
+    let _s = serialize();
+    let test = "rebuild_root_domains";
+    let Some(h) = v1_or_skip(test) else { return };
+    let _guard = SystemGuard::new(&h);
+    let base = total_bw(0);
+    let kid = Kid::sleep();
+    std::thread::sleep(StdDuration::from_millis(50));
+    set_policy(kid.pid(), dl_1_10(), true).expect("SCHED_DEADLINE 1/10 ms for the sleeping child");
+    let reserved = total_bw(0);
+    assert_eq!(reserved, base + BW_1_10);
+    std::thread::sleep(StdDuration::from_millis(500));
+    // The leak: demote the sleeping child from this process with a bare sched_setattr.
+    // (sched::set_policy avoids exactly this by shrinking the reservation first.)
+    set_attr(
+        kid.pid(),
+        &SchedAttr::from_policy(&Policy::Other { nice: 0 }, false),
+    )
+    .unwrap();
+    assert_eq!(get_attr(kid.pid()).unwrap().sched_policy, SCHED_OTHER);
+    let leaked = total_bw(0);
+    eprintln!(
+        "{test}: total_bw {base} -> {reserved} with 1/10 ms -> {leaked} after demoting the sleeping child from outside"
+    );
+    assert_eq!(
+        leaked, reserved,
+        "no leak observed: the kernel released the bandwidth"
+    );
+
+    assert!(
+        h.rebuild_root_domains().expect("rebuild"),
+        "root was not load-balanced"
+    );
+    assert_eq!(knob(&h, "cpuset.sched_load_balance"), "1");
+    let rebuilt = total_bw(0);
+    eprintln!("{test}: after rebuild_root_domains (sched_load_balance 1 -> 0 -> 1): total_bw {rebuilt}");
+    assert_eq!(rebuilt, base);
+
+    // For the record: sched::set_policy's way out of SCHED_DEADLINE does not leak.
+    set_policy(kid.pid(), dl_1_10(), true).unwrap();
+    std::thread::sleep(StdDuration::from_millis(500));
+    set_policy(kid.pid(), Policy::Other { nice: 0 }, false).unwrap();
+    eprintln!(
+        "{test}: same reservation left through sched::set_policy: total_bw {} (base {base})",
+        total_bw(0)
+    );
+}
+
+/// Runs only inside the re-executed test binary of `sigkill_leaves_leftovers_cleanup_stale_removes`:
+/// plays a pacer that partitions the machine, starts a task inside, and is then SIGKILLed.
+#[test]
+fn sigkill_victim() {
+    if std::env::var_os(VICTIM_ENV).is_none() {
+        eprintln!(
+            "sigkill_victim: skipping: helper process, run by sigkill_leaves_leftovers_cleanup_stale_removes"
+        );
+        return;
+    }
+    let h = CpusetHierarchy::detect().unwrap();
+    let p = Partitioning::create(&h, &[PartitionSpec::new("victim", &[1])]).unwrap();
+    let mut cmd = Command::new("sleep");
+    cmd.arg("100");
+    p.join_on_spawn("victim", &mut cmd).unwrap();
+    // Never waited for on purpose: it must outlive this process, confined in the partition.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd.spawn().unwrap();
+    println!("ready {}", child.id());
+    // Wait for SIGKILL; never tear down.
+    std::thread::sleep(StdDuration::from_secs(60));
+    std::mem::forget(p);
+}
+
+#[test]
+fn sigkill_leaves_leftovers_cleanup_stale_removes() {
+    let _s = serialize();
+    let test = "sigkill_cleanup";
+    let Some(h) = v1_or_skip(test) else { return };
+    let guard = SystemGuard::new(&h);
+    let mut victim = Kid::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "sigkill_victim", "--nocapture", "--test-threads=1"])
+            .env(VICTIM_ENV, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let out = victim.0.stdout.take().unwrap();
+    let line = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("ready "))
+        .expect("victim did not get ready");
+    // libtest prints "test sigkill_victim ... " before the test's own output on the same line.
+    let orphan: Tid = line[line.find("ready ").unwrap() + "ready ".len()..]
+        .trim()
+        .parse()
+        .unwrap();
+    // An orphan `sleep` we caused: killed at the end by its pid, after checking it is ours.
+    struct Orphan(Tid);
+    impl Drop for Orphan {
+        fn drop(&mut self) {
+            let comm = fs::read_to_string(format!("/proc/{}/comm", self.0)).unwrap_or_default();
+            if comm.trim() == "sleep" {
+                // SAFETY: kill(2) on a pid, no memory involved.
+                unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGKILL) };
+            }
+        }
+    }
+    let _orphan = Orphan(orphan);
+    let victim_pid = victim.pid();
+    let _ = victim.0.kill(); // SIGKILL: no destructor runs in the victim.
+    let _ = victim.0.wait();
+
+    let dir = h
+        .root()
+        .join(format!("{}{victim_pid}-victim", cpuset::PARTITION_PREFIX));
+    let tasks = fs::read_to_string(dir.join("tasks")).unwrap_or_default();
+    let state_file = h.state_dir().join(format!("cpuset-{victim_pid}.state"));
+    eprintln!(
+        "{test}: after SIGKILL of pacer stand-in {victim_pid}: {} exists: {}, holds tasks {:?}, root sched_load_balance {}, state file {}: {}",
+        dir.display(),
+        dir.is_dir(),
+        tasks.split_whitespace().collect::<Vec<_>>(),
+        knob(&h, "cpuset.sched_load_balance"),
+        state_file.display(),
+        state_file.exists()
+    );
+    assert!(dir.is_dir());
+    assert!(tasks.split_whitespace().any(|t| t == orphan.to_string()));
+    assert_eq!(knob(&h, "cpuset.sched_load_balance"), "0");
+    assert_eq!(get_affinity(orphan).unwrap(), vec![1]);
+
+    let report = h.cleanup_stale().expect("cleanup_stale");
+    eprintln!("{test}: cleanup_stale: {report:?}");
+    assert_eq!(report.removed, vec![dir.clone()]);
+    assert!(report.tasks_moved >= 1);
+    assert!(!dir.exists());
+    assert!(!state_file.exists());
+    assert_eq!(knob(&h, "cpuset.sched_load_balance"), guard.load_balance);
+    assert_eq!(get_affinity(orphan).unwrap(), get_affinity(0).unwrap());
+    let again = h.cleanup_stale().expect("second cleanup_stale");
+    assert!(again.is_empty(), "not idempotent: {again:?}");
+    eprintln!("{test}: second cleanup_stale: nothing to do");
+}
+
+#[test]
+fn reads_dl_bandwidth_of_every_cpu() {
+    let _s = serialize();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("reads_dl_bandwidth_of_every_cpu: skipping: not root (debugfs is root-only)");
+        return;
+    }
+    let v = match read_dl_bandwidth() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("reads_dl_bandwidth_of_every_cpu: skipping: {e}");
+            return;
+        }
+    };
+    let online = get_affinity(0).unwrap().len();
+    assert!(v.len() >= online.min(1), "{v:?}");
+    assert!(v.iter().all(|s| s.bw > 0 && s.bw <= 1 << 20), "{v:?}");
+    eprintln!(
+        "reads_dl_bandwidth_of_every_cpu: {v:?} (sched debug at {})",
+        Path::new(cpuset::SCHED_DEBUG).display()
+    );
+}

@@ -1,0 +1,344 @@
+//! Comparison of two runs of the same workload from their job records (`pacer compare`): for each
+//! task present in both, the job counts, response-time percentiles, the difference of the medians
+//! and the two-sample Kolmogorov–Smirnov distance between the response-time distributions.
+//!
+//! The typical pair is a simulated and a measured run (`pacer sim --jobs` and `pacer run
+//! --jobs`), which is how the simulator is checked against the real kernel (DESIGN.md, "The one
+//! idea"). Percentiles here are exact order statistics (nearest rank: the smallest value with at
+//! least q·n values at or below it), not the 3-digit histogram values of the summaries, because a
+//! comparison keeps every response time anyway for the KS distance.
+//!
+//! KS: D = sup_x |F_A(x) − F_B(x)| over the empirical distribution functions (Smirnov 1939).
+//! `ks_critical_5pct` is the asymptotic critical value c(0.05)·√((n+m)/(n·m)) with c = 1.358: a D
+//! above it rejects "same distribution" at the 5 % level. Real and simulated response times differ
+//! by the kernel's wake-up latency and overheads even when they agree in every way that matters,
+//! so D is a measure of how far apart the distributions are, not a verdict.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{JobRow, ReadError};
+
+/// c(α) of the two-sample KS test at α = 0.05.
+const KS_C_5PCT: f64 = 1.358;
+
+/// Response-time statistics of one task in one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideStats {
+    /// Finished jobs.
+    pub jobs: u64,
+    /// Jobs that missed their deadline.
+    pub misses: u64,
+    /// `misses / jobs`.
+    pub miss_ratio: f64,
+    /// Response-time percentiles (exact order statistics), ns.
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// One task of a [`CompareReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskComparison {
+    pub task: String,
+    /// The first run (`A.csv`).
+    pub a: SideStats,
+    /// The second run (`B.csv`).
+    pub b: SideStats,
+    /// Median of B − median of A, ns.
+    pub median_diff_ns: i64,
+    /// (median of B − median of A) / median of A; `None` when A's median is 0.
+    pub median_rel_diff: Option<f64>,
+    /// Two-sample Kolmogorov–Smirnov distance of the response-time distributions, in [0, 1].
+    pub ks_distance: f64,
+    /// The 5 % critical value of the KS distance for these sample sizes.
+    pub ks_critical_5pct: f64,
+}
+
+impl TaskComparison {
+    /// Whether the medians differ by more than `tolerance_pct` percent of A's median and by more
+    /// than `floor_ns` (differences at or below the floor never count, so that tiny medians do not
+    /// fail on noise). A zero median in A fails on any difference above the floor.
+    pub fn median_beyond(&self, tolerance_pct: f64, floor_ns: u64) -> bool {
+        let diff = self.median_diff_ns.unsigned_abs();
+        if diff <= floor_ns {
+            return false;
+        }
+        match self.median_rel_diff {
+            Some(rel) => rel.abs() * 100.0 > tolerance_pct,
+            None => true,
+        }
+    }
+}
+
+/// The comparison of two job CSVs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    /// Tasks present in both runs, in order of first appearance in A.
+    pub tasks: Vec<TaskComparison>,
+    /// Tasks with jobs in A only.
+    pub only_in_a: Vec<String>,
+    /// Tasks with jobs in B only.
+    pub only_in_b: Vec<String>,
+}
+
+impl CompareReport {
+    /// The tasks whose medians differ beyond the tolerance (see [`TaskComparison::median_beyond`]).
+    pub fn beyond(&self, tolerance_pct: f64, floor_ns: u64) -> Vec<&TaskComparison> {
+        self.tasks
+            .iter()
+            .filter(|t| t.median_beyond(tolerance_pct, floor_ns))
+            .collect()
+    }
+}
+
+/// Response times and misses of each task of one run, in order of first appearance.
+#[derive(Default)]
+struct Samples {
+    order: Vec<String>,
+    index: HashMap<String, usize>,
+    responses: Vec<Vec<u64>>,
+    misses: Vec<u64>,
+}
+
+impl Samples {
+    fn collect<I: IntoIterator<Item = Result<JobRow, ReadError>>>(rows: I) -> Result<Samples, ReadError> {
+        let mut s = Samples::default();
+        for row in rows {
+            let row = row?;
+            let i = match s.index.get(&row.task) {
+                Some(&i) => i,
+                None => {
+                    let i = s.order.len();
+                    s.index.insert(row.task.clone(), i);
+                    s.order.push(row.task.clone());
+                    s.responses.push(Vec::new());
+                    s.misses.push(0);
+                    i
+                }
+            };
+            s.responses[i].push(row.response_ns);
+            s.misses[i] += u64::from(row.missed);
+        }
+        for r in &mut s.responses {
+            r.sort_unstable();
+        }
+        Ok(s)
+    }
+}
+
+/// Compares two runs given as streams of rows (e.g. two [`super::csv::JobReader`]s).
+pub fn compare<A, B>(a: A, b: B) -> Result<CompareReport, ReadError>
+where
+    A: IntoIterator<Item = Result<JobRow, ReadError>>,
+    B: IntoIterator<Item = Result<JobRow, ReadError>>,
+{
+    let a = Samples::collect(a)?;
+    let b = Samples::collect(b)?;
+    let mut tasks = Vec::new();
+    let mut only_in_a = Vec::new();
+    for (i, name) in a.order.iter().enumerate() {
+        let Some(&j) = b.index.get(name) else {
+            only_in_a.push(name.clone());
+            continue;
+        };
+        let (ra, rb) = (&a.responses[i], &b.responses[j]);
+        let sa = side(ra, a.misses[i]);
+        let sb = side(rb, b.misses[j]);
+        let diff = sb.p50_ns as i128 - sa.p50_ns as i128;
+        let (n, m) = (ra.len() as f64, rb.len() as f64);
+        tasks.push(TaskComparison {
+            task: name.clone(),
+            median_diff_ns: diff.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            median_rel_diff: (sa.p50_ns > 0).then(|| diff as f64 / sa.p50_ns as f64),
+            ks_distance: ks_distance(ra, rb),
+            ks_critical_5pct: KS_C_5PCT * ((n + m) / (n * m)).sqrt(),
+            a: sa,
+            b: sb,
+        });
+    }
+    let only_in_b = b
+        .order
+        .iter()
+        .filter(|n| !a.index.contains_key(*n))
+        .cloned()
+        .collect();
+    Ok(CompareReport {
+        tasks,
+        only_in_a,
+        only_in_b,
+    })
+}
+
+fn side(sorted: &[u64], misses: u64) -> SideStats {
+    let n = sorted.len() as u64;
+    SideStats {
+        jobs: n,
+        misses,
+        // A task only appears once it has a row, so n ≥ 1.
+        miss_ratio: misses as f64 / n.max(1) as f64,
+        p50_ns: quantile(sorted, 0.5),
+        p90_ns: quantile(sorted, 0.9),
+        p99_ns: quantile(sorted, 0.99),
+        max_ns: sorted.last().copied().unwrap_or(0),
+    }
+}
+
+/// Nearest-rank quantile of sorted values: the smallest value with at least ⌈q·n⌉ values at or
+/// below it (0 for no values).
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Two-sample Kolmogorov–Smirnov distance of two sorted samples: the largest vertical distance
+/// between their empirical distribution functions. Ties across the samples are stepped over
+/// together, so equal samples give 0. Empty samples give 0 against anything (no information).
+pub fn ks_distance(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() || b.is_empty() {
+        return 0.0;
+    }
+    let (n, m) = (a.len(), b.len());
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut d: f64 = 0.0;
+    while i < n && j < m {
+        let x = a[i].min(b[j]);
+        while i < n && a[i] == x {
+            i += 1;
+        }
+        while j < m && b[j] == x {
+            j += 1;
+        }
+        d = d.max((i as f64 / n as f64 - j as f64 / m as f64).abs());
+    }
+    // Past the end of one sample its CDF is 1; the other only rises towards 1 from here, so the
+    // distance is largest right now and the loop has seen it.
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(task: &str, response: u64, missed: bool) -> Result<JobRow, ReadError> {
+        Ok(JobRow {
+            task: task.into(),
+            job: 0,
+            release_ns: 0,
+            start_ns: 0,
+            finish_ns: response,
+            deadline_ns: if missed { response - 1 } else { response },
+            response_ns: response,
+            normalised_laxity: 0.0,
+            missed,
+            exec_ns: 0,
+            preemptions: 0,
+            migrations: 0,
+            cpu: 0,
+            line: 2,
+        })
+    }
+
+    #[test]
+    fn ks_on_known_samples() {
+        // Identical samples: 0.
+        assert_eq!(ks_distance(&[1, 2, 3], &[1, 2, 3]), 0.0);
+        // Disjoint samples: 1.
+        assert_eq!(ks_distance(&[1, 2, 3], &[4, 5, 6]), 1.0);
+        // Interleaved: A = {1, 3, 5, 7}, B = {2, 4, 6, 8}: F_A − F_B peaks at 1/4 after each A value.
+        assert_eq!(ks_distance(&[1, 3, 5, 7], &[2, 4, 6, 8]), 0.25);
+        // Shifted by half: A = {1..=10}, B = {6..=15}: at x = 5, F_A = 0.5, F_B = 0.
+        let a: Vec<u64> = (1..=10).collect();
+        let b: Vec<u64> = (6..=15).collect();
+        assert_eq!(ks_distance(&a, &b), 0.5);
+        assert_eq!(ks_distance(&b, &a), 0.5, "symmetric");
+        // Ties across samples are stepped over together: A = {1, 1, 2}, B = {1, 2, 2}: after 1,
+        // F_A = 2/3 and F_B = 1/3.
+        assert!((ks_distance(&[1, 1, 2], &[1, 2, 2]) - 1.0 / 3.0).abs() < 1e-15);
+        // Different sizes: A = {1, 2}, B = {1, 2, 3, 4}: after 2, F_A = 1, F_B = 1/2.
+        assert_eq!(ks_distance(&[1, 2], &[1, 2, 3, 4]), 0.5);
+        assert_eq!(ks_distance(&[], &[1]), 0.0);
+    }
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(quantile(&v, 0.5), 50);
+        assert_eq!(quantile(&v, 0.9), 90);
+        assert_eq!(quantile(&v, 0.99), 99);
+        assert_eq!(quantile(&v, 1.0), 100);
+        assert_eq!(quantile(&[7], 0.5), 7);
+        assert_eq!(quantile(&[1, 2, 3], 0.5), 2);
+        assert_eq!(quantile(&[1, 2, 3, 4], 0.5), 2);
+        assert_eq!(quantile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn compare_matches_tasks_and_computes_differences() {
+        let a = vec![
+            row("x", 100, false),
+            row("x", 200, false),
+            row("x", 300, true),
+            row("only_a", 5, false),
+            row("y", 1000, false),
+        ];
+        let b = vec![
+            row("y", 1100, false),
+            row("x", 150, false),
+            row("x", 250, false),
+            row("x", 350, false),
+            row("x", 450, false),
+            row("only_b", 5, false),
+        ];
+        let r = compare(a, b).unwrap();
+        assert_eq!(r.only_in_a, ["only_a"]);
+        assert_eq!(r.only_in_b, ["only_b"]);
+        assert_eq!(r.tasks.len(), 2);
+        let x = &r.tasks[0];
+        assert_eq!(x.task, "x");
+        assert_eq!((x.a.jobs, x.a.misses, x.b.jobs, x.b.misses), (3, 1, 4, 0));
+        assert!((x.a.miss_ratio - 1.0 / 3.0).abs() < 1e-15);
+        assert_eq!(
+            (x.a.p50_ns, x.a.max_ns, x.b.p50_ns, x.b.max_ns),
+            (200, 300, 250, 450)
+        );
+        assert_eq!(x.median_diff_ns, 50);
+        assert_eq!(x.median_rel_diff, Some(0.25));
+        // A = {100, 200, 300}, B = {150, 250, 350, 450}: largest gap after 100 (1/3 − 0) … after
+        // 300: F_A = 1, F_B = 1/2.
+        assert_eq!(x.ks_distance, 0.5);
+        assert!((x.ks_critical_5pct - 1.358 * (7.0f64 / 12.0).sqrt()).abs() < 1e-12);
+        let y = &r.tasks[1];
+        assert_eq!((y.median_diff_ns, y.median_rel_diff), (100, Some(0.1)));
+        assert_eq!(y.ks_distance, 1.0);
+
+        // Tolerances: x differs by 25 %, y by 10 %.
+        let names = |v: Vec<&TaskComparison>| v.iter().map(|t| t.task.clone()).collect::<Vec<_>>();
+        assert_eq!(names(r.beyond(20.0, 0)), ["x"]);
+        assert_eq!(names(r.beyond(5.0, 0)), ["x", "y"]);
+        assert!(r.beyond(30.0, 0).is_empty());
+        // The floor forgives differences up to it: x's 50 ns and y's 100 ns.
+        assert_eq!(names(r.beyond(5.0, 50)), ["y"]);
+        assert!(r.beyond(5.0, 100).is_empty());
+    }
+
+    #[test]
+    fn zero_median_and_errors() {
+        let r = compare(vec![row("z", 0, false)], vec![row("z", 10, false)]).unwrap();
+        assert_eq!(r.tasks[0].median_rel_diff, None);
+        assert!(r.tasks[0].median_beyond(1000.0, 9));
+        assert!(!r.tasks[0].median_beyond(1000.0, 10));
+        let bad: Vec<Result<JobRow, ReadError>> = vec![Err(ReadError::Csv {
+            file: "a.csv".into(),
+            line: 3,
+            message: "boom".into(),
+        })];
+        let e = compare(bad, vec![row("z", 1, false)]).unwrap_err();
+        assert_eq!(e.to_string(), "a.csv: line 3: boom");
+    }
+}

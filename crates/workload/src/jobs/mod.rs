@@ -1,0 +1,124 @@
+//! Per-job results, defined once for every executor: the record a finished job produces, the CSV
+//! schema it is written in (`docs/formats/jobs-csv.md`), the summary statistics computed from it
+//! and the comparison of two runs.
+//!
+//! The simulator (`pacer sim`, crates/sim) and the real-kernel executor (`pacer run`,
+//! crates/linux) both produce [`JobRecord`]s with the same meaning, so a simulated and a measured
+//! run of the same workload can be summarised with the same code and compared row for row
+//! (`pacer compare`). This module lives in the workload crate because both executors depend on it
+//! and neither may depend on the other (DESIGN.md, "Layout").
+//!
+//! - [`csv`]: the column list, a streaming writer and a reader of job CSV files;
+//! - [`summary`]: per-task and per-set statistics in memory independent of the number of jobs;
+//! - [`mod@compare`]: response-time statistics of two runs side by side, with the two-sample
+//!   Kolmogorov–Smirnov distance.
+
+pub mod compare;
+pub mod csv;
+pub mod summary;
+
+use serde::Serialize;
+
+pub use self::compare::{compare, CompareReport, TaskComparison};
+pub use self::csv::{read_jobs, JobCsv, JobRow, ReadError, COLUMNS};
+pub use self::summary::{
+    render_text, render_text_labelled, Percentiles, Summary, SummaryReport, TaskCounters, TaskSummary,
+};
+
+/// Index of a thread (its position in the workload).
+pub type ThreadId = u32;
+
+/// One finished job. Times are absolute nanoseconds from the start of the run (simulated time 0,
+/// or the real executor's common time origin).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct JobRecord {
+    pub thread: ThreadId,
+    /// 0-based job number within the thread.
+    pub job: u64,
+    pub release: u64,
+    /// First time the job ran.
+    pub start: u64,
+    pub finish: u64,
+    /// Absolute deadline.
+    pub deadline: u64,
+    /// The thread's period (for normalised laxity), or its relative deadline if aperiodic.
+    pub period: u64,
+    /// CPU time the job consumed.
+    pub exec: u64,
+    /// Times the job was preempted (involuntarily descheduled while runnable, incl. throttling).
+    pub preemptions: u32,
+    /// Times the job resumed on a different CPU than it last ran on.
+    pub migrations: u32,
+    /// CPU the job finished on.
+    pub cpu: u32,
+}
+
+impl JobRecord {
+    pub fn response_time(&self) -> u64 {
+        self.finish.saturating_sub(self.release)
+    }
+    pub fn relative_deadline(&self) -> u64 {
+        self.deadline.saturating_sub(self.release)
+    }
+    pub fn missed(&self) -> bool {
+        self.finish > self.deadline
+    }
+    /// (relative deadline − response time) / period (rm-vs-edf-multicore-linux.txt, Table 2).
+    pub fn normalised_laxity(&self) -> f64 {
+        (self.relative_deadline() as f64 - self.response_time() as f64) / self.period as f64
+    }
+}
+
+/// Name of thread `index` for outputs: its workload name, or `t<index>` (the task-set format's
+/// default) when none was given.
+pub fn thread_name(names: &[String], index: u32) -> std::borrow::Cow<'_, str> {
+    match names.get(index as usize) {
+        Some(n) => std::borrow::Cow::Borrowed(n.as_str()),
+        None => std::borrow::Cow::Owned(format!("t{index}")),
+    }
+}
+
+/// A writer that passes everything to `W` until the first error and then refuses all further
+/// writes and flushes without touching `W`, so that buffers flushed on drop after a failure do
+/// not write to (or block on) a sink that already failed. Used by the streaming writers here and
+/// in the simulator's trace output.
+pub struct StopOnError<W> {
+    /// The wrapped writer.
+    pub inner: W,
+    failed: bool,
+}
+
+impl<W> StopOnError<W> {
+    pub fn new(inner: W) -> Self {
+        StopOnError { inner, failed: false }
+    }
+
+    fn stopped() -> std::io::Error {
+        std::io::Error::other("writing stopped after an earlier error")
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for StopOnError<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.failed {
+            return Err(Self::stopped());
+        }
+        self.inner.write(buf).inspect_err(|e| {
+            // Interrupted writes are retried by `write_all`; anything else is final.
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                self.failed = true;
+            }
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.failed {
+            return Err(Self::stopped());
+        }
+        self.inner.flush().inspect_err(|e| {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                self.failed = true;
+            }
+        })
+    }
+}
