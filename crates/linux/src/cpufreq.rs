@@ -94,29 +94,7 @@ fn read_khz(path: &Path) -> Result<u32, LinuxError> {
         .map_err(|_| parse_err(path, "a frequency in kHz", &text))
 }
 
-/// Parses a CPU list: sysfs uses both "0 1 2 3" (`related_cpus`) and "0-3,6" (cpulist format).
-pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for item in text.split(|c: char| c == ',' || c.is_ascii_whitespace()) {
-        if item.is_empty() {
-            continue;
-        }
-        match item.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?);
-                // Reject reversed or absurd ranges rather than allocate without bound.
-                if a > b || b >= crate::sched::MAX_CPUS {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(item.parse::<usize>().ok()?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Some(cpus)
-}
+pub use crate::cpuset::parse_cpu_list;
 
 impl CpuFreq {
     /// The system's `/sys/devices/system/cpu`.

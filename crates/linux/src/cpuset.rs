@@ -241,10 +241,10 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
                 return None;
             }
             Some(MountInfo {
-                root: unescape_octal(fields[3]),
-                mount_point: PathBuf::from(unescape_octal(fields[4])),
+                root: crate::trace::unescape_mount_path(fields[3]),
+                mount_point: PathBuf::from(crate::trace::unescape_mount_path(fields[4])),
                 fstype: fields[sep + 1].to_string(),
-                source: unescape_octal(fields[sep + 2]),
+                source: crate::trace::unescape_mount_path(fields[sep + 2]),
                 super_options: fields
                     .get(sep + 3)
                     .map(|o| o.split(',').map(str::to_string).collect())
@@ -254,36 +254,14 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
         .collect()
 }
 
-/// Decodes the kernel's `\ooo` escapes of space, tab, newline and backslash.
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            let d = &b[i + 1..i + 4];
-            if d.iter().all(|c| (b'0'..=b'7').contains(c)) {
-                let v = d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
-                if let Ok(v) = u8::try_from(v) {
-                    out.push(v);
-                    i += 4;
-                    continue;
-                }
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 // ---- CPU lists ------------------------------------------------------------------------------
 
-/// Parses a kernel CPU list ("0-3,6"; empty for an empty set) into ascending, distinct CPUs;
-/// None when malformed.
+/// Parses a kernel CPU list ("0-3,6", or space-separated as in cpufreq's `related_cpus`; empty
+/// for an empty set) into ascending, distinct CPUs; None when malformed. The one CPU-list parser
+/// of the crate (cpufreq and the tracer use it too).
 pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     let mut cpus = BTreeSet::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+    for part in s.split(|c: char| c == ',' || c.is_ascii_whitespace()).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
@@ -1726,8 +1704,8 @@ garbage line
         assert_eq!(m[2].mount_point, Path::new("/sys/fs/cgroup/mem ory"));
         assert_eq!(m[3].fstype, "cgroup2");
         assert_eq!(m[3].super_options, vec!["rw", "nsdelegate"]);
-        assert_eq!(unescape_octal("a\\134b\\"), "a\\b\\");
-        assert_eq!(unescape_octal("\\77"), "\\77");
+        assert_eq!(crate::trace::unescape_mount_path("a\\134b\\"), "a\\b\\");
+        assert_eq!(crate::trace::unescape_mount_path("\\77"), "\\77");
         assert!(parse_mountinfo("").is_empty());
         assert!(parse_mountinfo("1 2 3 4 5 6 -").is_empty());
     }

@@ -140,7 +140,7 @@ pub fn tracefs_root() -> Result<PathBuf, TraceError> {
 }
 
 /// `/proc/mounts` escapes space, tab, newline and backslash as octal.
-fn unescape_mount_path(s: &str) -> String {
+pub(crate) fn unescape_mount_path(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -248,29 +248,14 @@ fn read_wakeup_format(root: &Path) -> Result<WakeupFormat, TraceError> {
 fn online_cpus() -> Vec<i32> {
     let parsed = fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| parse_cpu_list(&s));
+        .and_then(|s| crate::cpuset::parse_cpu_list(&s))
+        .filter(|cpus| !cpus.is_empty())
+        .map(|cpus| cpus.into_iter().filter_map(|c| i32::try_from(c).ok()).collect::<Vec<i32>>());
     parsed.unwrap_or_else(|| {
         // SAFETY: sysconf has no memory-safety preconditions.
         let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
         (0..n.max(1) as i32).collect()
     })
-}
-
-fn parse_cpu_list(s: &str) -> Option<Vec<i32>> {
-    let mut cpus = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (i32, i32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.trim().parse().ok()?),
-        }
-    }
-    (!cpus.is_empty()).then_some(cpus)
 }
 
 /// Builds the kernel filter expression for a set of TIDs.
@@ -792,7 +777,7 @@ format:
     }
 
     #[test]
-    fn builds_filters_and_cpu_lists() {
+    fn builds_filters_and_unescapes_mount_paths() {
         let tids: BTreeSet<Tid> = [12, 7].into_iter().collect();
         assert_eq!(filter_for(&tids).unwrap(), "pid == 7 || pid == 12");
         let many: BTreeSet<Tid> = (1_000_000..1_001_000).collect();
@@ -800,10 +785,6 @@ format:
             filter_for(&many),
             Err(TraceError::TooManyThreads { threads: 1000, .. })
         ));
-        assert_eq!(parse_cpu_list("0-3,6\n"), Some(vec![0, 1, 2, 3, 6]));
-        assert_eq!(parse_cpu_list("0\n"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list(""), None);
         assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
         assert_eq!(unescape_mount_path("/plain\\"), "/plain\\");
     }

@@ -28,7 +28,7 @@ use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::CAPACITY_SCALE;
 use pacer_workload::ThreadRng;
-use pacer_workload::{Event, Policy, Workload};
+use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
 
 use crate::class::deadline::{time_to_exhaust, DlEntity, DlRq};
 use crate::class::fair::{weight_of_nice, FairRq, FAIR_SLICE_NS};
@@ -115,14 +115,6 @@ enum State {
     Exited,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Pc {
-    outer: u64,
-    phase: usize,
-    iter: u64,
-    ev: usize,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Job {
     seq: u64,
@@ -145,7 +137,7 @@ struct Thread {
     state: State,
     /// Run queue the thread belongs to (last CPU).
     cpu: u32,
-    pc: Pc,
+    pc: Cursor,
     /// Work left in the current run event: ns at capacity 1024 (or wall ns for `runtime`).
     remaining: u64,
     wall: bool,
@@ -325,7 +317,7 @@ impl Sim {
                 affinity,
                 state: State::NotStarted,
                 cpu: first_cpu as u32,
-                pc: Pc::default(),
+                pc: Cursor::default(),
                 remaining: 0,
                 wall: false,
                 overhead: 0,
@@ -1043,39 +1035,26 @@ impl Sim {
             }
             let spec = &self.workload.threads[t as usize];
             let th = &mut self.threads[t as usize];
-            if th.pc.phase >= spec.phases.len() {
-                th.pc.outer += 1;
-                if spec.loops.is_some_and(|l| th.pc.outer >= l) {
+            let ev = match th.pc.advance(spec) {
+                Walk::Done => {
                     self.finish_job(t);
                     return Step::Exit;
                 }
-                th.pc = Pc {
-                    outer: th.pc.outer,
-                    ..Pc::default()
-                };
-                continue;
-            }
-            let phase = &spec.phases[th.pc.phase];
-            if phase.loops == 0 {
-                th.pc.phase += 1;
-                continue;
-            }
-            if th.pc.ev >= phase.events.len() {
-                th.pc.ev = 0;
-                th.pc.iter += 1;
-                if th.pc.iter >= phase.loops {
-                    th.pc.iter = 0;
-                    th.pc.phase += 1;
+                // Phase-level CPUs and policies are refused when the simulation is built.
+                Walk::PassStart(_) => {
+                    idle_steps -= 1;
+                    continue;
                 }
-                if !th.has_timer {
-                    // Without timers, each pass through a phase's events is one job.
-                    self.finish_job(t);
-                    self.start_job(t, now);
+                Walk::PassEnd => {
+                    if !th.has_timer {
+                        // Without timers, each pass through a phase's events is one job.
+                        self.finish_job(t);
+                        self.start_job(t, now);
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let ev = &phase.events[th.pc.ev];
-            th.pc.ev += 1;
+                Walk::Event(ev) => ev,
+            };
             match ev {
                 Event::Run { work } => {
                     let w = work.sample_for(&mut th.rng, th.units).ns();

@@ -2,12 +2,14 @@
 //! JSON parser, conversion of pacer task sets, and the per-job results both executors produce
 //! ([`jobs`]: record, CSV schema, summary, comparison).
 
+pub mod cursor;
 pub mod jobs;
 pub mod model;
 pub mod rtapp;
 pub mod taskset;
 pub mod work;
 
+pub use cursor::{Cursor, Step};
 pub use model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
 pub use rtapp::{parse_rtapp, read_rtapp, RtAppError};
 pub use taskset::{

@@ -20,7 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use pacer_model::Policy;
 use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
-use pacer_workload::{Event, Phase, ThreadSpec, TimerMode, Workload};
+use pacer_workload::{Cursor, Event, Phase, Step, ThreadSpec, TimerMode, Workload};
 
 use super::calibrate::{self, Calibration};
 use super::log::{us, us_signed, LogRow};
@@ -127,15 +127,6 @@ pub(crate) enum End {
     Cutoff,
     /// The run was stopped (signal, error, duration noticed by the writer) or never started.
     Stopped,
-}
-
-/// Program counter, as in the simulator.
-#[derive(Debug, Clone, Copy, Default)]
-struct Pc {
-    outer: u64,
-    phase: usize,
-    iter: u64,
-    ev: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -513,9 +504,8 @@ impl<'a> Interp<'a> {
         self.sample_cpu();
         self.start_job(self.t_first, woke);
 
-        let phases = &self.spec.phases;
-        let mut pc = Pc::default();
-        let mut in_pass = false;
+        let spec = self.spec;
+        let mut pc = Cursor::default();
         let mut idle_steps = 0u32;
         loop {
             if self.shared.stopping() {
@@ -526,49 +516,31 @@ impl<'a> Interp<'a> {
                 self.finish_job(sys::now_ns());
                 return End::Finished;
             }
-            if pc.phase >= phases.len() {
-                pc.outer += 1;
-                if self.spec.loops.is_some_and(|l| pc.outer >= l) {
+            let ev = match pc.advance(spec) {
+                Step::Done => {
                     self.finish_job(sys::now_ns());
                     return End::Finished;
                 }
-                pc = Pc {
-                    outer: pc.outer,
-                    ..Pc::default()
-                };
-                continue;
-            }
-            let phase = &phases[pc.phase];
-            if phase.loops == 0 {
-                pc.phase += 1;
-                continue;
-            }
-            if !in_pass {
-                in_pass = true;
-                if let Err(e) = self.begin_pass(phase) {
-                    self.shared.fail(e);
-                    return End::Stopped;
+                Step::PassStart(phase) => {
+                    idle_steps -= 1;
+                    if let Err(e) = self.begin_pass(phase) {
+                        self.shared.fail(e);
+                        return End::Stopped;
+                    }
+                    continue;
                 }
-            }
-            if pc.ev >= phase.events.len() {
-                self.end_pass();
-                in_pass = false;
-                pc.ev = 0;
-                pc.iter += 1;
-                if pc.iter >= phase.loops {
-                    pc.iter = 0;
-                    pc.phase += 1;
+                Step::PassEnd => {
+                    self.end_pass();
+                    if !self.has_timer {
+                        // Without timers, each pass through a phase's events is one job.
+                        let now = sys::now_ns();
+                        self.finish_job(now);
+                        self.start_job(now, now);
+                    }
+                    continue;
                 }
-                if !self.has_timer {
-                    // Without timers, each pass through a phase's events is one job.
-                    let now = sys::now_ns();
-                    self.finish_job(now);
-                    self.start_job(now, now);
-                }
-                continue;
-            }
-            let ev = &phase.events[pc.ev];
-            pc.ev += 1;
+                Step::Event(ev) => ev,
+            };
             match ev {
                 Event::Run { work } => {
                     let w = work.sample_for(&mut self.rng, self.units).ns();
