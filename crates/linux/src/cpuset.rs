@@ -261,7 +261,10 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
 /// of the crate (cpufreq and the tracer use it too).
 pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     let mut cpus = BTreeSet::new();
-    for part in s.split(|c: char| c == ',' || c.is_ascii_whitespace()).filter(|p| !p.is_empty()) {
+    for part in s
+        .split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter(|p| !p.is_empty())
+    {
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);

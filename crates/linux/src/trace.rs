@@ -250,7 +250,11 @@ fn online_cpus() -> Vec<i32> {
         .ok()
         .and_then(|s| crate::cpuset::parse_cpu_list(&s))
         .filter(|cpus| !cpus.is_empty())
-        .map(|cpus| cpus.into_iter().filter_map(|c| i32::try_from(c).ok()).collect::<Vec<i32>>());
+        .map(|cpus| {
+            cpus.into_iter()
+                .filter_map(|c| i32::try_from(c).ok())
+                .collect::<Vec<i32>>()
+        });
     parsed.unwrap_or_else(|| {
         // SAFETY: sysconf has no memory-safety preconditions.
         let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };

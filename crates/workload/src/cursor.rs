@@ -134,7 +134,10 @@ mod tests {
 
     #[test]
     fn skipped_phases_and_empty_programs_end() {
-        let s = spec(vec![Phase::new(0, vec![run(1)]), Phase::new(1, vec![run(2)])], Some(1));
+        let s = spec(
+            vec![Phase::new(0, vec![run(1)]), Phase::new(1, vec![run(2)])],
+            Some(1),
+        );
         assert_eq!(walk(&s, 100), "S E2 P D");
         let never = spec(vec![Phase::new(0, vec![run(1)])], None);
         assert_eq!(walk(&never, 100), "D");
