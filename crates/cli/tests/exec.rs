@@ -427,3 +427,39 @@ fn unprivileged_users_get_a_clear_error() {
     assert!(err.contains("not permitted"), "{err}");
     assert!(err.contains("needs root"), "{err}");
 }
+
+#[test]
+fn a_thread_exiting_mid_run_is_forgotten_and_the_rest_stay_controlled() {
+    let Some(_g) = can_run("a_thread_exiting_mid_run_is_forgotten_and_the_rest_stay_controlled") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // `brief` ends after 100 jobs (1 s); `long` runs until the 4 s duration.
+    let json = r#"{ "global": { "duration": 4 }, "tasks": {
+        "brief": { "loop": 100, "run": 1000, "timer": { "ref": "tb", "period": 10000 } },
+        "long":  { "loop": -1,  "run": 1000, "timer": { "ref": "tl", "period": 10000 } } } }"#;
+    let path = dir.path().join("w.json");
+    std::fs::write(&path, json).unwrap();
+    let (mut child, rx) = exec_json(
+        &["--period", "10ms", "--sampling", "200ms"],
+        &path.display().to_string(),
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut lines: Vec<Value> = Vec::new();
+    while let Ok(v) = rx.recv_timeout(Duration::from_secs(5)) {
+        lines.push(v);
+    }
+    // While the program still ran: `brief` gone and counted, `long` still reserved.
+    let mid = lines
+        .iter()
+        .filter(|l| l["type"] == "status")
+        .find(|l| l["status"]["exited_threads"].as_u64().unwrap_or(0) >= 1)
+        .unwrap_or_else(|| panic!("no status reported the exited thread: {lines:?}"));
+    let ths = threads(&mid["status"]);
+    assert!(
+        find(&ths, "brief").is_none(),
+        "exited thread still listed: {ths:?}"
+    );
+    let long = find(&ths, "long").expect("the other thread is still there");
+    assert!(long["control"]["budget_ns"].is_u64(), "still reserved: {long}");
+}
