@@ -13,7 +13,7 @@
 //!   measured exactly from begin/end CPU times, percentile predictor, Q = (1 + x)·𝒫.
 //!
 //! All three submit their requests to a [`Supervisor`] and apply the grants with
-//! [`apply_grants`], so an admission refusal is recorded as "system full" and never panics.
+//! [`apply_grants`](crate::supervisor::apply_grants), so an admission refusal is recorded as "system full" and never panics.
 //! Every reservation carries `SCHED_FLAG_RESET_ON_FORK` (a reserved thread must stay able to
 //! fork/create threads) and, if configured, `SCHED_FLAG_RECLAIM`.
 
@@ -29,7 +29,7 @@ use crate::period::{self, PeriodConfig, PeriodEstimate};
 use crate::power::{ModeChange, PowerAction, PowerConfig, PowerError, PowerInputs, PowerManager, Reserved};
 use crate::predictor::{Percentile, Predictor, PredictorError, WorkUnitsTable};
 use crate::supervisor::{
-    apply_grants, AllocationStatus, ApplyOutcome, Compression, Grant, Request, Supervisor,
+    apply_grants_with, AllocationStatus, ApplyOutcome, Compression, Grant, Request, Supervisor,
 };
 
 /// Invalid controller configuration.
@@ -203,6 +203,8 @@ struct Reserver {
     bound: Option<f64>,
     compression: Compression,
     flags: ReservationFlags,
+    /// On admission refusal, retry a thread without a reservation at its minimum budget.
+    retry_at_minimum: bool,
     last_status: Option<AllocationStatus>,
     last_error: Option<String>,
 }
@@ -210,6 +212,7 @@ struct Reserver {
 impl Reserver {
     fn new(bound: Option<f64>, compression: Compression, reclaim: bool) -> Self {
         Reserver {
+            retry_at_minimum: true,
             bound,
             compression,
             flags: flags(reclaim),
@@ -251,7 +254,7 @@ impl Reserver {
         if changed.is_empty() {
             return Vec::new();
         }
-        let report = apply_grants(k, &changed, self.flags);
+        let report = apply_grants_with(k, &changed, self.flags, self.retry_at_minimum);
         changed
             .into_iter()
             .zip(report.results)
@@ -526,7 +529,12 @@ impl LegacyController {
     pub fn new(cfg: LegacyConfig) -> Result<Self, ControllerError> {
         cfg.validate()?;
         let pc = cfg.period.clone();
-        let reserver = Reserver::new(cfg.bound, cfg.compression, cfg.reclaim);
+        let reserver = Reserver {
+            // A legacy thread refused by admission stays under its own policy (see
+            // `apply_grants_with`).
+            retry_at_minimum: false,
+            ..Reserver::new(cfg.bound, cfg.compression, cfg.reclaim)
+        };
         Ok(LegacyController {
             cfg,
             detector: Box::new(move |ts| period::analyse(ts, &pc)),

@@ -455,6 +455,19 @@ pub fn reservation_for(g: &Grant, flags: ReservationFlags) -> Reservation {
 /// `KernelError::Admission` ("system full") a thread that already has a reservation keeps it; a
 /// thread that has none is retried once at its minimum. Every outcome is recorded; nothing panics.
 pub fn apply_grants(k: &mut dyn Kernel, grants: &[Grant], flags: ReservationFlags) -> ApplyReport {
+    apply_grants_with(k, grants, flags, true)
+}
+
+/// [`apply_grants`], choosing whether a refused thread without a reservation is retried at its
+/// minimum (`retry_at_minimum`). A cooperating application's minimum is a real guarantee; a
+/// legacy thread's minimum is the kernel's 1024 ns, and a reservation that small would throttle
+/// a thread that needs a fifth of a CPU far worse than leaving it under its own policy.
+pub fn apply_grants_with(
+    k: &mut dyn Kernel,
+    grants: &[Grant],
+    flags: ReservationFlags,
+    retry_at_minimum: bool,
+) -> ApplyReport {
     let prev: Vec<Option<Reservation>> = grants
         .iter()
         .map(|g| match k.policy(g.id) {
@@ -494,7 +507,7 @@ pub fn apply_grants(k: &mut dyn Kernel, grants: &[Grant], flags: ReservationFlag
                         q: r.runtime.0,
                         p: r.effective_period().0,
                     },
-                    None if g.min_q < g.q => {
+                    None if retry_at_minimum && g.min_q < g.q => {
                         let min = reservation_for(&Grant { q: g.min_q, ..*g }, flags);
                         match k.set_policy(g.id, Policy::Deadline(min)) {
                             Ok(()) => ApplyOutcome::ReducedToMinimum { q: g.min_q },

@@ -363,6 +363,9 @@ fn admission_failure_is_reported_and_survived() {
     }
     let t = refused.unwrap_or_else(|| panic!("no admission refusal reported; last status {last}"));
     eprintln!("refusal reported: {t}");
+    // Refused without a previous reservation: left under its own policy, not given a useless
+    // 1024 ns reservation.
+    assert!(t["control"]["budget_ns"].is_null(), "{t}");
     assert_eq!(
         code,
         Some(128 + libc::SIGTERM),
