@@ -334,6 +334,10 @@ fn dur(v: Option<u64>) -> String {
     v.map_or("-".into(), |ns| Duration(ns).approx())
 }
 
+fn count(v: Option<u64>) -> String {
+    v.map_or("-".into(), |n| n.to_string())
+}
+
 /// Periods with the precision the analyser has (better than 0.01 %).
 fn period(v: Option<u64>) -> String {
     v.map_or("-".into(), |ns| format!("{:.4}ms", ns as f64 / 1e6))
@@ -371,6 +375,8 @@ fn render(st: &SessionStatus, label: &str) -> String {
         "USED",
         "SATURATED",
         "REFUSED",
+        "CSW",
+        "MIGR",
         "NOTE",
     ]);
     for th in &st.threads {
@@ -398,6 +404,8 @@ fn render(st: &SessionStatus, label: &str) -> String {
                     pct(c.used_bandwidth),
                     format!("{}/{}", c.saturated_samples, c.samples),
                     c.admission_refusals.to_string(),
+                    count(th.context_switches),
+                    count(th.migrations),
                     c.last_error
                         .clone()
                         .or_else(|| c.detection_note.clone())
@@ -408,6 +416,8 @@ fn render(st: &SessionStatus, label: &str) -> String {
                 th.tid.to_string(),
                 th.name.clone(),
                 "skipped".into(),
+                "-".into(),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),

@@ -165,6 +165,12 @@ fn exec_detects_the_period_reserves_and_restores_on_sigterm() {
         r.runtime.0,
         r.period.0
     );
+    // perf software counters: a 10 ms thread switched out at least once per job by now.
+    let video = find(&threads(&st), "video").unwrap().clone();
+    assert!(
+        video["context_switches"].as_u64().is_some_and(|n| n >= 50),
+        "{video}"
+    );
     let run_pid = run_pid_of(&st);
     sigterm(&child);
     let status = child.wait().unwrap();

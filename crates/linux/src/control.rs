@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::guardian::Guardian;
 use crate::kernel::LinuxKernel;
+use crate::perf::ThreadCounters;
 use crate::procfs::Pidfd;
 use crate::sched::{self, LinuxError, Tid};
 use crate::trace;
@@ -138,6 +139,12 @@ pub struct ThreadView {
     /// The controller's view (period, confidence, budget, bandwidths, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control: Option<LegacyThreadStatus>,
+    /// Context switches and CPU migrations since the thread was taken (perf software events);
+    /// `None` where perf is unavailable (e.g. `perf_event_paranoid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_switches: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<u64>,
 }
 
 /// A snapshot of the session.
@@ -181,6 +188,7 @@ pub struct Session {
     cfg: SessionConfig,
     seen: BTreeMap<Tid, Seen>,
     guardian: Option<Guardian>,
+    counters: ThreadCounters,
     start: u64,
     first_scan: bool,
     exited: u64,
@@ -205,6 +213,7 @@ impl Session {
             cfg,
             seen: BTreeMap::new(),
             guardian,
+            counters: ThreadCounters::new(),
             start,
             first_scan: true,
             exited: 0,
@@ -243,6 +252,7 @@ impl Session {
                     self.exited += 1;
                     // The thread is gone: nothing to restore, the kernel released its bandwidth.
                     let _ = self.ctl.remove_thread(&mut self.kernel, tid);
+                    self.counters.remove(tid);
                     if let Some(g) = self.guardian.as_mut() {
                         g.untrack(tid);
                     }
@@ -287,6 +297,8 @@ impl Session {
         if let Some(g) = self.guardian.as_mut() {
             g.track(self.pidfd.pid(), tid, &original);
         }
+        // Informational only: a session without perf counters still controls the thread.
+        let _ = self.counters.add(tid);
         None
     }
 
@@ -300,6 +312,13 @@ impl Session {
     pub fn status(&self) -> SessionStatus {
         let ctl: BTreeMap<Tid, LegacyThreadStatus> =
             self.ctl.status().into_iter().map(|s| (s.tid, s)).collect();
+        let counts: BTreeMap<Tid, crate::perf::SwitchCounts> = self
+            .counters
+            .read_all()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| (s.tid, s.counts))
+            .collect();
         let threads: Vec<ThreadView> = self
             .seen
             .iter()
@@ -309,6 +328,8 @@ impl Session {
                 name: self.pidfd.comm(tid).unwrap_or_else(|_| s.name.clone()),
                 skipped: s.skipped.clone(),
                 control: ctl.get(&tid).cloned(),
+                context_switches: counts.get(&tid).map(|c| c.context_switches),
+                migrations: counts.get(&tid).map(|c| c.migrations),
             })
             .collect();
         let reserved_bandwidth = ctl
