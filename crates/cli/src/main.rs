@@ -2,6 +2,7 @@
 //! algorithm lives here (see ../../../../shared/DESIGN.md, "Layout").
 
 mod analyze;
+mod audio;
 mod bench;
 mod bench_exec;
 mod compare;

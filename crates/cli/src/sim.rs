@@ -22,16 +22,24 @@ use serde::Serialize;
 use crate::analyze::parse_duration;
 
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  \
+#[command(
+    after_help = "Examples:\n  \
 pacer sim examples/textbook.json --policy g-edf --duration 1s\n  \
 pacer gen --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
 pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n\n\
 Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
-policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.")]
+policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.\n\n\
+`pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`).",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 pub struct Args {
     /// Task-set JSON or rt-app JSON file; `-` reads standard input.
-    pub file: PathBuf,
+    #[arg(required = true)]
+    pub file: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
     /// Number of identical CPUs.
     #[arg(short = 'm', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub cpus: u32,
@@ -79,6 +87,15 @@ pub struct Args {
     /// Machine-readable JSON summary on standard output.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Built-in experiments of `pacer sim`.
+#[derive(clap::Subcommand)]
+pub enum SimCommand {
+    /// The low-latency audio experiment (adaptive-deadline-audio-android.txt §6): LatencyMark and
+    /// CPU energy under SCHED_FIFO + WALT, SCHED_FIFO at max frequency, adaptive SCHED_DEADLINE
+    /// and a clairvoyant bound.
+    Audio(crate::audio::AudioArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -323,7 +340,8 @@ impl Args {
         seed: u64,
     ) -> Self {
         Args {
-            file: PathBuf::from("<generated>"),
+            file: Some(PathBuf::from("<generated>")),
+            command: None,
             cpus,
             policy,
             cluster_size,
@@ -348,8 +366,14 @@ struct JsonOut<'a> {
     summary: &'a SummaryReport,
 }
 
-pub fn run(a: Args) -> Result<()> {
-    let input = read_input(&a.file)?;
+pub fn run(mut a: Args) -> Result<()> {
+    if let Some(SimCommand::Audio(audio)) = a.command.take() {
+        return crate::audio::run(audio);
+    }
+    let Some(file) = &a.file else {
+        bail!("expected a task-set or rt-app file (or `pacer sim audio`)");
+    };
+    let input = read_input(file)?;
     let (report, info) = simulate(&a, input, !a.json)?;
     if a.json {
         println!(
@@ -471,7 +495,10 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
     }
     let report = summary.report(&names, &sim.stats(), horizon, a.cpus);
     let info = RunInfo {
-        file: a.file.display().to_string(),
+        file: a
+            .file
+            .as_ref()
+            .map_or_else(String::new, |f| f.display().to_string()),
         seed: a.seed,
         cpus: a.cpus,
         policy: policy_label,

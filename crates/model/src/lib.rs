@@ -11,7 +11,7 @@ pub mod time;
 
 pub use format::{parse_taskset, read_taskset, write_taskset, FormatError};
 pub use job::Job;
-pub use platform::{Cluster, Cpu, Opp, Platform, CAPACITY_SCALE};
+pub use platform::{Cluster, Cpu, Opp, Platform, PlatformError, CAPACITY_SCALE};
 pub use policy::Policy;
 pub use reservation::{Reservation, ReservationError, ReservationFlags};
 pub use task::{total_utilization, Arrival, Provenance, Task, TaskSet};

@@ -1,6 +1,7 @@
 //! Simulator throughput (issue: simulated jobs and events per wall-second).
 //! (a) the SimSo comparison set: 10 tasks, 2 CPUs, G-EDF, 10 s of model time;
-//! (b) the RM-vs-EDF study's scale: 48 CPUs, 192 tasks, U = 0.8·48, G-EDF and P-EDF, 60 s.
+//! (b) the RM-vs-EDF study's scale: 48 CPUs, 192 tasks, U = 0.8·48, G-EDF and P-EDF, 60 s;
+//! (c) case (a) on two HiKey960 big CPUs under schedutil (PELT and WALT): the cost of DVFS.
 //! Criterion reports jobs/s (the throughput element); the event count per run is printed so
 //! events/s follows from the same timing. Results: docs/BENCHMARKS.md.
 
@@ -11,8 +12,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use pacer_analysis::gen::{self, rm_vs_edf::RmVsEdfVariant, GenSpec};
 use pacer_analysis::partition::{self, Heuristic};
 use pacer_analysis::timings;
+use pacer_model::Platform;
 use pacer_model::{Duration, Task, TaskSet};
-use pacer_sim::{JobRecord, Observer, Sim, SimConfig};
+use pacer_sim::{Governor, JobRecord, Observer, SchedutilConfig, Sim, SimConfig};
 use pacer_workload::{from_taskset, ExecModel, TaskPolicy, Workload};
 
 struct Count(u64);
@@ -23,7 +25,11 @@ impl Observer for Count {
 }
 
 fn run(w: &Workload, cpus: usize, horizon: u64) -> (u64, u64) {
-    let mut sim = Sim::new(w.clone(), SimConfig::new(cpus)).expect("valid workload");
+    run_cfg(w, SimConfig::new(cpus), horizon)
+}
+
+fn run_cfg(w: &Workload, cfg: SimConfig, horizon: u64) -> (u64, u64) {
+    let mut sim = Sim::new(w.clone(), cfg).expect("valid workload");
     let mut c = Count(0);
     sim.run_until(horizon, &mut c);
     (c.0, sim.events_processed())
@@ -95,5 +101,27 @@ fn paper_scale(c: &mut Criterion) {
     bench(c, "paper-192tasks-48cpu-pedf-60s", &part, 48, 60_000_000_000, 10);
 }
 
-criterion_group!(benches, simso, paper_scale);
+fn simso_dvfs(c: &mut Criterion) {
+    let w = from_taskset(&simso_set(), &TaskPolicy::Deadline, ExecModel::Wcet);
+    let horizon = 10_000_000_000;
+    for (name, g) in [
+        ("simso-hikey2-schedutil-pelt-10s", SchedutilConfig::mainline()),
+        ("simso-hikey2-schedutil-walt-10s", SchedutilConfig::android_walt()),
+    ] {
+        let cfg = SimConfig::with_platform(Platform::hikey960_big(2), Governor::Schedutil(g));
+        let (jobs, events) = run_cfg(&w, cfg.clone(), horizon);
+        eprintln!("{name}: {jobs} jobs and {events} events per run");
+        let mut grp = c.benchmark_group("sim");
+        grp.sample_size(50)
+            .warm_up_time(Wall::from_secs(1))
+            .measurement_time(Wall::from_secs(8));
+        grp.throughput(Throughput::Elements(jobs));
+        grp.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| black_box(run_cfg(&w, cfg.clone(), horizon)))
+        });
+        grp.finish();
+    }
+}
+
+criterion_group!(benches, simso, simso_dvfs, paper_scale);
 criterion_main!(benches);

@@ -13,11 +13,18 @@
 //! Events at the same instant are processed in this order, ties in insertion order:
 //! 1. CPU-local expiries (a running thread finishes its work, exhausts its runtime or slice), so a
 //!    job ending at t frees its CPU before anything else happens at t;
-//! 2. SCHED_DEADLINE replenishment timers;
-//! 3. GRUB inactive timers (0-lag);
-//! 4. wake-ups (job releases at timer expiries, ends of sleeps, thread starts), in thread order.
+//! 2. frequency switches completing (work up to t was done at the old speed);
+//! 3. SCHED_DEADLINE replenishment timers;
+//! 4. GRUB inactive timers (0-lag);
+//! 5. wake-ups (job releases at timer expiries, ends of sleeps, thread starts), in thread order;
+//! 6. scheduler ticks of busy CPUs in schedutil clusters;
+//! 7. hosted controllers.
 //!
-//! After each event the CPUs it touched reschedule immediately (the kernel's resched IPI).
+//! After each event the CPUs it touched reschedule immediately (the kernel's resched IPI), then the
+//! schedutil governors of the clusters it touched run (`cpufreq_update_util()`; see
+//! [`crate::dvfs`]). Residency is settled at each OPP change from the busy time `update_curr`
+//! charges, and utilisation signals are brought up to date before every change of a CPU's running
+//! thread or speed, so neither needs events of its own.
 //! Randomness (execution-time models) comes from one ChaCha8 stream per thread, seeded from the
 //! run's seed and the thread index, so a thread's draws do not depend on the others.
 
@@ -25,8 +32,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use pacer_adapt::{AppEvent, Controller, DlState};
-use pacer_model::reservation::to_ratio;
-use pacer_model::CAPACITY_SCALE;
+use pacer_model::reservation::{to_ratio, BW_SHIFT};
+use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
 use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
 
@@ -34,6 +41,11 @@ use crate::class::deadline::{time_to_exhaust, DlEntity, DlRq};
 use crate::class::fair::{weight_of_nice, FairRq, FAIR_SLICE_NS};
 use crate::class::rt::{RtRq, RR_TIMESLICE_NS};
 use crate::class::{ClassId, Key};
+use crate::dvfs::walt::Walt;
+use crate::dvfs::{
+    opp_for_demand, CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals,
+    UtilSignal,
+};
 use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
 
 /// Simulation settings.
@@ -53,9 +65,29 @@ pub struct SimConfig {
     pub rt_period_us: u64,
     /// SCHED_RR time slice.
     pub rr_timeslice: u64,
-    /// Frequencies the platform can run at, ascending, kHz (one frequency domain). Work and
-    /// SCHED_DEADLINE runtime scale with cur/max, as the kernel's scale-invariant accounting does.
+    /// Frequencies the platform can run at, ascending, kHz, when `platform` is `None` (one
+    /// frequency domain, no energy model) — and for clusters of `platform` without an OPP table.
+    /// Work and SCHED_DEADLINE runtime scale with cur/max, as the kernel's scale-invariant
+    /// accounting does.
     pub freqs_khz: Vec<u32>,
+    /// The platform: clusters sharing a frequency, OPP tables with capacities and powers, switch
+    /// latencies (see [`SimConfig::with_platform`]). `None` means one cluster of `cpus` CPUs of
+    /// `capacities` at `freqs_khz`, with powers 0 — the simulator before DVFS.
+    pub platform: Option<Platform>,
+    /// Governor of each cluster: empty = the `userspace` governor at the highest OPP everywhere
+    /// (the behaviour before DVFS; [`Sim::set_frequency`] sets the frequency); one entry = that
+    /// governor on every cluster; otherwise exactly one per cluster.
+    pub governors: Vec<Governor>,
+    /// Period of the scheduler tick that re-evaluates schedutil on busy CPUs, ns (CONFIG_HZ=250:
+    /// 4 ms). Idle CPUs get no ticks (NO_HZ).
+    pub tick_ns: u64,
+    /// Track PELT and WALT on every CPU even where no schedutil reads them ([`Sim::util`]).
+    pub track_util: bool,
+    /// Default frequency-insensitive (memory-bound) fraction m ∈ [0, 1] of every thread's work:
+    /// a run of w ns (at capacity 1024, f_max) takes w · (m + (1 − m) · c_max / c_cur) · 1024 / c_max
+    /// at capacity c_cur of a CPU whose top capacity is c_max (c_max / c_cur = f_max / f for a
+    /// proportional table). 0 = fully CPU-bound. Per thread: [`Sim::set_mem_bound`].
+    pub mem_bound: f64,
     /// Per-CPU fair-server reservation counted by admission control (Linux ≥ 6.12): runtime and
     /// period in ns, `None` for older kernels.
     pub fair_server: Option<(u64, u64)>,
@@ -79,7 +111,20 @@ impl SimConfig {
             freqs_khz: vec![1_000_000],
             fair_server: Some(pacer_model::reservation::DEFAULT_FAIR_SERVER),
             scale_invariant_runtime: true,
+            platform: None,
+            governors: Vec::new(),
+            tick_ns: 4_000_000,
+            track_util: false,
+            mem_bound: 0.0,
         }
+    }
+
+    /// Settings for `platform` (its CPU count), every cluster under `governor`.
+    pub fn with_platform(platform: Platform, governor: Governor) -> Self {
+        let mut c = SimConfig::new(platform.num_cpus());
+        c.platform = Some(platform);
+        c.governors = vec![governor];
+        c
     }
 }
 
@@ -100,6 +145,30 @@ pub enum SimError {
     BadCapacities { cpus: usize, got: Vec<u32> },
     #[error("frequencies: expected at least one value, ascending and > 0, got {0:?}")]
     BadFrequencies(Vec<u32>),
+    #[error("platform: {0}")]
+    Platform(#[from] PlatformError),
+    #[error("cpus is {cpus}, but the platform has {platform} CPUs")]
+    PlatformCpus { cpus: usize, platform: usize },
+    #[error("capacities: give CPU capacities in the platform when there is one, not in `capacities`")]
+    CapacitiesWithPlatform,
+    #[error("governors: expected none, one, or one per cluster ({clusters}), got {got}")]
+    GovernorCount { clusters: usize, got: usize },
+    #[error("governors[{cluster}]: {message}")]
+    BadGovernor { cluster: usize, message: String },
+    #[error("tick_ns: must be > 0")]
+    BadTick,
+    #[error("mem_bound: {0}")]
+    BadMemBound(String),
+    #[error("no cluster {cluster}: the platform has clusters 0..{clusters}")]
+    NoSuchCluster { cluster: usize, clusters: usize },
+    #[error("no thread {0}")]
+    NoSuchThread(u32),
+    #[error("cluster {cluster}: {khz} kHz is not one of the available frequencies {available:?}")]
+    NotAnOpp {
+        cluster: usize,
+        khz: u32,
+        available: Vec<u32>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,14 +235,23 @@ struct Thread {
     /// Last workUnits the thread announced.
     units: u64,
     cooperative: bool,
+    /// Frequency-insensitive fraction of its work (`SimConfig::mem_bound`).
+    mem: f64,
 }
 
 struct Cpu {
     curr: Option<ThreadId>,
     exec_start: u64,
     gen: u64,
-    /// Current speed on the 1024 scale: capacity × f_cur / f_max.
+    /// Current speed on the 1024 scale: the CPU's capacity at its cluster's current OPP. Drives
+    /// scale-invariant runtime accounting and the utilisation signals.
     speed: u64,
+    /// Rate at which the running thread's work progresses (1024 = the biggest CPU at f_max):
+    /// `speed`, or faster for a thread with a memory-bound fraction.
+    work_speed: u64,
+    /// Busy time charged by `update_curr` since the cluster's OPP last changed (residency is
+    /// settled per OPP change, not per context switch, to keep the switch path lean).
+    busy_acc: u64,
     /// Time of the live CPU-local event, if one is armed (re-arming at the same time is a no-op,
     /// which keeps stale entries out of the event heap).
     armed: Option<u64>,
@@ -186,10 +264,14 @@ struct Cpu {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     CpuLocal = 0,
-    Replenish = 1,
-    Inactive = 2,
-    Wakeup = 3,
-    Controller = 4,
+    /// A cluster's new OPP takes effect (id = cluster).
+    FreqSwitch = 1,
+    Replenish = 2,
+    Inactive = 3,
+    Wakeup = 4,
+    /// Scheduler tick of a busy CPU of a schedutil cluster.
+    Tick = 5,
+    Controller = 6,
 }
 
 /// (time, kind, sequence, id, generation)
@@ -223,7 +305,16 @@ pub struct Sim {
     /// Key of each CPU's running thread, kept contiguous because CPU selection, push and pull
     /// scan all CPUs on every wake-up (the kernel keeps cpudl/cpupri for the same reason).
     curr_keys: Vec<Key>,
-    freq_cur: u32,
+    /// The platform simulated (the configured one, or the one built from `freqs_khz`).
+    platform: Platform,
+    /// Frequency domains, one per cluster.
+    domains: Vec<Domain>,
+    /// Per CPU: residency, utilisation signals, governor bookkeeping.
+    dvfs: Vec<CpuDvfs>,
+    /// Some cluster runs schedutil: the governor must follow scheduler events.
+    dvfs_on: bool,
+    /// Some CPU tracks utilisation signals.
+    track: bool,
     /// Hosted adaptation controllers (taken out while they run, so they can borrow the sim).
     controllers: Vec<Option<Box<dyn Controller>>>,
     pending_app: Vec<AppEvent>,
@@ -239,21 +330,80 @@ impl Sim {
         if workload.threads.is_empty() {
             return Err(SimError::NoThreads);
         }
-        let caps = match &cfg.capacities {
-            None => vec![CAPACITY_SCALE; m],
-            Some(c) if c.len() == m && c.iter().all(|&x| (1..=CAPACITY_SCALE).contains(&x)) => c.clone(),
-            Some(c) => {
-                return Err(SimError::BadCapacities {
-                    cpus: m,
-                    got: c.clone(),
-                })
-            }
-        };
         let max_bw = to_ratio(cfg.rt_period_us, cfg.rt_runtime_us);
         let f = &cfg.freqs_khz;
         if f.is_empty() || f.contains(&0) || f.windows(2).any(|w| w[0] >= w[1]) {
             return Err(SimError::BadFrequencies(f.clone()));
         }
+        let platform = match &cfg.platform {
+            None => {
+                let caps = match &cfg.capacities {
+                    None => vec![CAPACITY_SCALE; m],
+                    Some(c) if c.len() == m && c.iter().all(|&x| (1..=CAPACITY_SCALE).contains(&x)) => {
+                        c.clone()
+                    }
+                    Some(c) => {
+                        return Err(SimError::BadCapacities {
+                            cpus: m,
+                            got: c.clone(),
+                        })
+                    }
+                };
+                Platform::single_domain(&caps, f)
+            }
+            Some(p) => {
+                if cfg.capacities.is_some() {
+                    return Err(SimError::CapacitiesWithPlatform);
+                }
+                if p.num_cpus() != m {
+                    return Err(SimError::PlatformCpus {
+                        cpus: m,
+                        platform: p.num_cpus(),
+                    });
+                }
+                p.validate()?;
+                let mut p = p.clone();
+                // A cluster without an OPP table runs at `freqs_khz`, powers 0.
+                let fallback = Platform::single_domain(&[CAPACITY_SCALE], f)
+                    .clusters
+                    .remove(0)
+                    .opps;
+                for cl in p.clusters.iter_mut().filter(|c| c.opps.is_empty()) {
+                    cl.opps = fallback.clone();
+                }
+                p
+            }
+        };
+        if !(cfg.mem_bound.is_finite() && (0.0..=1.0).contains(&cfg.mem_bound)) {
+            return Err(SimError::BadMemBound(format!(
+                "is {}, expected a fraction in [0, 1]",
+                cfg.mem_bound
+            )));
+        }
+        if cfg.tick_ns == 0 {
+            return Err(SimError::BadTick);
+        }
+        let domains = build_domains(&platform, &cfg.governors)?;
+        let dvfs_on = domains.iter().any(|d| d.schedutil().is_some());
+        let dvfs = platform
+            .cpus
+            .iter()
+            .map(|c| {
+                let d = &domains[c.cluster];
+                let (walt, multiplier) = signal_settings(d);
+                let tracked = d.schedutil().is_some() || cfg.track_util;
+                CpuDvfs {
+                    cluster: c.cluster,
+                    opp_since: 0,
+                    busy: vec![0; d.opps.len()],
+                    idle: vec![0; d.opps.len()],
+                    signals: tracked.then(|| Signals::new(walt, multiplier)),
+                    bw_seen: 0,
+                    tick_armed: false,
+                    tick_gen: 0,
+                }
+            })
+            .collect::<Vec<_>>();
         let mut threads = Vec::with_capacity(workload.threads.len());
         for (i, spec) in workload.threads.iter().enumerate() {
             let mut affinity = vec![spec.affinity.is_none(); m];
@@ -338,17 +488,21 @@ impl Sim {
                 wake_log: None,
                 units: 0,
                 cooperative: spec.cooperative,
+                mem: cfg.mem_bound,
             });
         }
-        let mut cpus: Vec<Cpu> = caps
+        let mut cpus: Vec<Cpu> = platform
+            .cpus
             .iter()
-            .map(|&c| Cpu {
+            .map(|c| Cpu {
                 curr: None,
                 exec_start: 0,
                 gen: 0,
                 armed: None,
-                capacity: c as u64,
-                speed: c as u64,
+                capacity: c.capacity as u64,
+                speed: domains[c.cluster].speed(c.capacity),
+                work_speed: domains[c.cluster].speed(c.capacity),
+                busy_acc: 0,
                 dl: DlRq::new(max_bw),
                 rt: RtRq::default(),
                 fair: FairRq::default(),
@@ -398,11 +552,14 @@ impl Sim {
             domain,
             traced: vec![None; m],
             curr_keys: vec![Key::Idle; m],
-            freq_cur: 0,
+            platform,
+            domains,
+            track: dvfs.iter().any(|d| d.signals.is_some()),
+            dvfs,
+            dvfs_on,
             controllers: Vec::new(),
             pending_app: Vec::new(),
         };
-        sim.freq_cur = sim.cfg.freqs_khz.last().copied().unwrap_or(1);
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[i].start_delay.ns();
             sim.push_event(delay, Kind::Wakeup, i as u32, 0);
@@ -450,6 +607,13 @@ impl Sim {
     /// `until`. Call repeatedly with increasing times (e.g. to drive a progress bar).
     pub fn run_until(&mut self, until: u64, obs: &mut dyn Observer) {
         self.tracing = obs.wants_events();
+        // Changes made between runs (reservations set from outside) reach the governor now.
+        if self.dvfs_on {
+            self.governors_run();
+            for e in self.pending_trace.drain(..) {
+                obs.event(&e);
+            }
+        }
         while let Some(&Reverse((time, kind, _, id, gen))) = self.events.peek() {
             if time > until {
                 break;
@@ -459,6 +623,8 @@ impl Sim {
             let live = match kind {
                 Kind::CpuLocal => self.cpus[id as usize].gen == gen,
                 Kind::Replenish | Kind::Inactive => self.threads[id as usize].timer_gen == gen,
+                Kind::FreqSwitch => self.domains[id as usize].switch_gen == gen,
+                Kind::Tick => self.dvfs[id as usize].tick_gen == gen,
                 Kind::Wakeup | Kind::Controller => true,
             };
             if !live {
@@ -475,8 +641,13 @@ impl Sim {
                 Kind::Inactive => self.inactive_timer(id),
                 Kind::Wakeup => self.wakeup_event(id),
                 Kind::Controller => self.run_controller(id as usize),
+                Kind::FreqSwitch => self.freq_switch_event(id as usize),
+                Kind::Tick => self.tick_event(id as usize),
             }
             self.dispatch_app_events();
+            if self.dvfs_on {
+                self.governors_run();
+            }
             for e in self.pending_trace.drain(..) {
                 obs.event(&e);
             }
@@ -585,11 +756,96 @@ impl Sim {
             if e.active {
                 self.cpus[from].dl.running_bw -= e.dl_bw;
                 self.cpus[to].dl.running_bw += e.dl_bw;
+                self.dl_bw_changed(from);
+                self.dl_bw_changed(to);
             }
             self.reprogram(from);
             self.reprogram(to);
         }
         self.threads[t as usize].cpu = to as u32;
+    }
+}
+
+/// `cpu_bw_dl()`: a running bandwidth (BW_SHIFT fixed point) in capacity units.
+fn dl_util(running_bw: u64) -> u64 {
+    (running_bw * CAPACITY_SCALE as u64) >> BW_SHIFT
+}
+
+/// Progress rate (1024 scale) of work whose fraction `mem` does not scale with frequency, on a CPU
+/// of top capacity `cap` now at `speed`: time per unit of work is m + (1 − m) · cap / speed times
+/// its time at the top OPP.
+fn work_speed(speed: u64, cap: u64, mem: f64) -> u64 {
+    if mem <= 0.0 || speed >= cap {
+        return speed;
+    }
+    let (s, c) = (speed as f64, cap as f64);
+    ((c * s / (mem * s + (1.0 - mem) * c)).round() as u64).clamp(speed, cap)
+}
+
+/// One [`Domain`] per cluster of `p`, under `governors` (see [`SimConfig::governors`]).
+fn build_domains(p: &Platform, governors: &[Governor]) -> Result<Vec<Domain>, SimError> {
+    let n = p.clusters.len();
+    if !(governors.len() <= 1 || governors.len() == n) {
+        return Err(SimError::GovernorCount {
+            clusters: n,
+            got: governors.len(),
+        });
+    }
+    p.clusters
+        .iter()
+        .enumerate()
+        .map(|(k, cl)| {
+            let freqs: Vec<u32> = cl.opps.iter().map(|o| o.freq_khz).collect();
+            let top = cl.opps.len() - 1;
+            let governor = match governors.len() {
+                0 => Governor::Fixed { khz: freqs[top] },
+                1 => governors[0],
+                _ => governors[k],
+            };
+            let bad = |message: String| SimError::BadGovernor { cluster: k, message };
+            let cur = match &governor {
+                Governor::Performance => top,
+                Governor::Powersave => 0,
+                Governor::Fixed { khz } => freqs.iter().position(|f| f == khz).ok_or_else(|| {
+                    bad(format!(
+                        "{khz} kHz is not one of the cluster's frequencies {freqs:?}"
+                    ))
+                })?,
+                // Starts where a booted system is, at the top, and follows the first events.
+                Governor::Schedutil(c) => {
+                    c.validate().map_err(bad)?;
+                    top
+                }
+            };
+            Ok(Domain {
+                cpus: cl.cpus.clone(),
+                opps: cl.opps.clone(),
+                freqs,
+                latency: cl.switch_latency_ns,
+                governor,
+                cur,
+                floor: 0,
+                pending: None,
+                switch_gen: 0,
+                last_change: None,
+                dirty: false,
+                limits_changed: false,
+            })
+        })
+        .collect()
+}
+
+/// The WALT tracker and PELT multiplier a CPU of domain `d` uses: its schedutil's, or the
+/// defaults when its signals are only tracked for display.
+fn signal_settings(d: &Domain) -> (Walt, u64) {
+    match d.schedutil().map(|c| c.signal) {
+        Some(UtilSignal::Walt {
+            window_ns,
+            hist_size,
+            policy,
+        }) => (Walt::new(window_ns, hist_size, policy), 1),
+        Some(UtilSignal::Pelt { multiplier }) => (Walt::default_android(), multiplier as u64),
+        None => (Walt::default_android(), 1),
     }
 }
 
@@ -665,6 +921,7 @@ impl Sim {
             return;
         }
         c.exec_start = now;
+        c.busy_acc += delta;
         let scale_invariant = self.cfg.scale_invariant_runtime;
         let th = &mut self.threads[t as usize];
         th.stats.exec += delta;
@@ -678,7 +935,7 @@ impl Sim {
         let progress = if th.wall {
             d
         } else {
-            ((d as u128 * c.speed as u128) / CAPACITY_SCALE as u128) as u64
+            ((d as u128 * c.work_speed as u128) / CAPACITY_SCALE as u128) as u64
         };
         th.remaining = th.remaining.saturating_sub(progress);
         match th.class {
@@ -719,7 +976,7 @@ impl Sim {
         let work = if th.wall {
             th.remaining
         } else {
-            ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.speed.max(1) as u128))
+            ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.work_speed.max(1) as u128))
                 .min(u64::MAX as u128) as u64
         };
         let mut dt = th.overhead.saturating_add(work);
@@ -757,6 +1014,9 @@ impl Sim {
     /// head of its priority list, as the kernel keeps a preempted FIFO task first).
     fn deschedule(&mut self, cpu: usize, preempted: bool) -> Option<ThreadId> {
         self.update_curr(cpu);
+        if self.track {
+            self.dvfs_account(cpu);
+        }
         let t = self.cpus[cpu].curr.take()?;
         self.curr_keys[cpu] = Key::Idle;
         let th = &mut self.threads[t as usize];
@@ -773,6 +1033,9 @@ impl Sim {
 
     fn switch_in(&mut self, cpu: usize, t: ThreadId) {
         self.dequeue(t);
+        if self.track {
+            self.dvfs_account(cpu);
+        }
         let now = self.now;
         let (cs, mig) = (self.cfg.context_switch_cost, self.cfg.migration_cost);
         let th = &mut self.threads[t as usize];
@@ -795,9 +1058,11 @@ impl Sim {
             }
             j.last_cpu = Some(cpu as u32);
         }
+        let mem = self.threads[t as usize].mem;
         let c = &mut self.cpus[cpu];
         c.curr = Some(t);
         c.exec_start = now;
+        c.work_speed = work_speed(c.speed, c.capacity, mem);
         // A running thread's key does not change while it runs, except the fair vruntime, which
         // only matters against other classes (fair never preempts fair on wake-up).
         self.curr_keys[cpu] = self.key(t);
@@ -836,6 +1101,9 @@ impl Sim {
         }
         self.note_switch(cpu);
         self.reprogram(cpu);
+        if self.dvfs_on {
+            self.dvfs_touch(cpu);
+        }
     }
 
     fn note_switch(&mut self, cpu: usize) {
@@ -1150,6 +1418,7 @@ impl Sim {
                     e.active = true;
                 }
                 self.reprogram(cpu);
+                self.dl_bw_changed(cpu);
             }
             if self.threads[t as usize].throttled {
                 // Waits for the replenishment timer, which will enqueue it.
@@ -1202,6 +1471,7 @@ impl Sim {
                     e.active = false;
                 }
                 self.reprogram(cpu);
+                self.dl_bw_changed(cpu);
             }
         }
     }
@@ -1461,32 +1731,361 @@ impl Sim {
         self.dl_limit_fixed() as f64 / (1u64 << pacer_model::reservation::BW_SHIFT) as f64
     }
 
-    /// Current frequency and the available ones, kHz.
+    /// Current frequency of cluster 0 and its available ones, kHz (see [`Sim::cluster_frequency`]
+    /// for the others).
     pub fn frequency(&self) -> (u32, &[u32]) {
-        (self.freq_cur, &self.cfg.freqs_khz)
+        let d = &self.domains[0];
+        (d.freqs[d.cur], &d.freqs)
     }
 
-    /// Switches the platform's frequency (one domain); work and runtime accounting follow at once.
-    pub fn set_frequency(&mut self, khz: u32) -> Result<(), String> {
-        if !self.cfg.freqs_khz.contains(&khz) {
-            return Err(format!(
-                "{khz} kHz is not one of the available frequencies {:?}",
-                self.cfg.freqs_khz
-            ));
-        }
-        for c in 0..self.cpus.len() {
-            self.update_curr(c);
-        }
-        self.freq_cur = khz;
-        let max = *self.cfg.freqs_khz.last().unwrap_or(&khz) as u64;
-        for c in &mut self.cpus {
-            c.speed = (c.capacity * khz as u64 / max).max(1);
-        }
-        for c in 0..self.cpus.len() {
-            self.cpus[c].armed = None;
-            self.reprogram(c);
+    /// Sets cluster `cluster`'s frequency as the kernel's cpufreq interface would: under the
+    /// `userspace` governor ([`Governor::Fixed`]) it is the new target (`scaling_setspeed`);
+    /// under the others it is a floor (`scaling_min_freq`): schedutil never goes below it (and
+    /// re-evaluates at once, ignoring its rate limit), powersave runs at it, performance is
+    /// unaffected. The new OPP takes effect after the cluster's switch latency.
+    pub fn set_frequency(&mut self, cluster: usize, khz: u32) -> Result<(), SimError> {
+        let clusters = self.domains.len();
+        let d = self
+            .domains
+            .get_mut(cluster)
+            .ok_or(SimError::NoSuchCluster { cluster, clusters })?;
+        let Some(idx) = d.freqs.iter().position(|&f| f == khz) else {
+            return Err(SimError::NotAnOpp {
+                cluster,
+                khz,
+                available: d.freqs.clone(),
+            });
+        };
+        match d.governor {
+            Governor::Fixed { .. } => {
+                d.governor = Governor::Fixed { khz };
+                d.last_change = Some(self.now);
+                self.request_opp(cluster, idx);
+            }
+            Governor::Performance => d.floor = idx,
+            Governor::Powersave => {
+                d.floor = idx;
+                self.request_opp(cluster, idx);
+            }
+            Governor::Schedutil(_) => {
+                d.floor = idx;
+                d.limits_changed = true;
+                self.evaluate(cluster);
+            }
         }
         Ok(())
+    }
+
+    /// Number of clusters (frequency domains).
+    pub fn cluster_count(&self) -> usize {
+        self.domains.len()
+    }
+
+    /// The cluster (frequency domain) of a CPU.
+    pub fn cluster_of(&self, cpu: usize) -> Option<usize> {
+        self.dvfs.get(cpu).map(|d| d.cluster)
+    }
+
+    /// Current frequency of a cluster, kHz.
+    pub fn cluster_frequency(&self, cluster: usize) -> Option<u32> {
+        self.domains.get(cluster).map(|d| d.freqs[d.cur])
+    }
+
+    /// The frequency a cluster is switching to (its current one when no switch is in flight), kHz.
+    pub fn requested_frequency(&self, cluster: usize) -> Option<u32> {
+        self.domains
+            .get(cluster)
+            .map(|d| d.freqs[d.pending.unwrap_or(d.cur)])
+    }
+
+    /// Frequencies a cluster can run at, ascending, kHz.
+    pub fn available_frequencies(&self, cluster: usize) -> Option<&[u32]> {
+        self.domains.get(cluster).map(|d| d.freqs.as_slice())
+    }
+
+    /// A cluster's governor.
+    pub fn governor(&self, cluster: usize) -> Option<&Governor> {
+        self.domains.get(cluster).map(|d| &d.governor)
+    }
+
+    /// The platform simulated (with `freqs_khz` filled in for clusters without OPPs).
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    /// Sets the frequency-insensitive fraction of a thread's work (see `SimConfig::mem_bound`),
+    /// from now on.
+    pub fn set_mem_bound(&mut self, t: ThreadId, fraction: f64) -> Result<(), SimError> {
+        if !(fraction.is_finite() && (0.0..=1.0).contains(&fraction)) {
+            return Err(SimError::BadMemBound(format!(
+                "thread {t}: is {fraction}, expected a fraction in [0, 1]"
+            )));
+        }
+        let th = self.threads.get(t as usize).ok_or(SimError::NoSuchThread(t))?;
+        let cpu = th.cpu as usize;
+        let running = self.cpus[cpu].curr == Some(t);
+        if running {
+            self.update_curr(cpu);
+        }
+        self.threads[t as usize].mem = fraction;
+        if running {
+            let c = &mut self.cpus[cpu];
+            c.work_speed = work_speed(c.speed, c.capacity, fraction);
+            c.armed = None;
+            self.reprogram(cpu);
+        }
+        Ok(())
+    }
+
+    /// Frequency residency per CPU and OPP (busy / idle) and the energies derived from it, up to
+    /// now.
+    pub fn energy_report(&self) -> EnergyReport {
+        let cpus = (0..self.cpus.len())
+            .map(|c| {
+                let d = &self.dvfs[c];
+                let dom = &self.domains[d.cluster];
+                // Not yet settled: the time since the last OPP change, of which busy is what
+                // `update_curr` charged plus what the running thread ran since.
+                let cpu = &self.cpus[c];
+                let open = self.now.saturating_sub(d.opp_since);
+                let running = if cpu.curr.is_some() {
+                    self.now.saturating_sub(cpu.exec_start)
+                } else {
+                    0
+                };
+                let open_busy = (cpu.busy_acc + running).min(open);
+                let opps = dom
+                    .opps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| {
+                        let (mut busy, mut idle) = (d.busy[i], d.idle[i]);
+                        if i == dom.cur {
+                            busy += open_busy;
+                            idle += open - open_busy;
+                        }
+                        OppResidency {
+                            freq_khz: o.freq_khz,
+                            busy_ns: busy,
+                            idle_ns: idle,
+                            active_power: o.active_mw,
+                            idle_power: o.idle_mw,
+                        }
+                    })
+                    .collect();
+                CpuEnergy::new(c, d.cluster, opps)
+            })
+            .collect();
+        EnergyReport::new(self.now, cpus)
+    }
+
+    /// A CPU's utilisation signals now: PELT (rt, fair), WALT, the deadline running bandwidth, and
+    /// what schedutil asks for.
+    pub fn util(&self, cpu: usize) -> Option<CpuUtil> {
+        let d = self.dvfs.get(cpu)?;
+        let sig = self.signals_now(cpu);
+        let dom = &self.domains[d.cluster];
+        Some(CpuUtil {
+            cpu,
+            cluster: d.cluster,
+            tracked: sig.is_some(),
+            pelt_rt: sig.map_or(0, |s| s.rt.util_avg),
+            pelt_fair: sig.map_or(0, |s| s.fair.util_avg),
+            walt: sig.map_or(0, |s| s.walt.util()),
+            dl_bw: dl_util(self.cpus[cpu].dl.running_bw),
+            demand: dom.schedutil().map(|cfg| self.cpu_demand(cpu, cfg, sig.as_ref())),
+            capacity: self.cpus[cpu].speed,
+        })
+    }
+
+    // ---- DVFS internals -----------------------------------------------------------------------
+
+    /// Brings a CPU's utilisation signals up to now, under the state it has had since the last call
+    /// (which is its current one: every change of `curr` and of speed calls this first).
+    fn dvfs_account(&mut self, cpu: usize) {
+        let c = &self.cpus[cpu];
+        if let Some(s) = self.dvfs[cpu].signals.as_mut() {
+            let running = c.curr.map(|t| self.threads[t as usize].class);
+            s.advance(self.now, running, c.speed);
+        }
+    }
+
+    /// Settles a CPU's residency at its cluster's current OPP up to now (after `update_curr`).
+    fn settle_residency(&mut self, cpu: usize) {
+        let now = self.now;
+        let c = &mut self.cpus[cpu];
+        let d = &mut self.dvfs[cpu];
+        let opp = self.domains[d.cluster].cur;
+        let elapsed = now.saturating_sub(d.opp_since);
+        let busy = c.busy_acc.min(elapsed);
+        d.busy[opp] += busy;
+        d.idle[opp] += elapsed - busy;
+        c.busy_acc = 0;
+        d.opp_since = now;
+    }
+
+    /// A copy of a CPU's signals advanced to now (for reading without mutating).
+    fn signals_now(&self, cpu: usize) -> Option<Signals> {
+        let mut s = self.dvfs[cpu].signals?;
+        let c = &self.cpus[cpu];
+        s.advance(self.now, c.curr.map(|t| self.threads[t as usize].class), c.speed);
+        Some(s)
+    }
+
+    /// What schedutil asks for on `cpu` (capacity units), from signals `sig` brought up to now.
+    fn cpu_demand(&self, cpu: usize, cfg: &crate::dvfs::SchedutilConfig, sig: Option<&Signals>) -> u64 {
+        let c = &self.cpus[cpu];
+        let rt_runnable = c.rt.first().is_some()
+            || c.curr
+                .is_some_and(|t| self.threads[t as usize].class == ClassId::Rt);
+        if cfg.rt_at_max && rt_runnable {
+            return c.capacity;
+        }
+        let util = sig.map_or(0, |s| s.util(&cfg.signal));
+        dl_util(c.dl.running_bw) + (util as f64 * cfg.headroom).ceil() as u64
+    }
+
+    /// A scheduler event on `cpu` (enqueue, dequeue, switch): its schedutil looks again at the
+    /// end of the event, and a busy CPU keeps a tick armed.
+    fn dvfs_touch(&mut self, cpu: usize) {
+        let k = self.dvfs[cpu].cluster;
+        if self.domains[k].schedutil().is_none() {
+            return;
+        }
+        self.domains[k].dirty = true;
+        let d = &mut self.dvfs[cpu];
+        if self.cpus[cpu].curr.is_some() && !d.tick_armed {
+            d.tick_armed = true;
+            d.tick_gen += 1;
+            let gen = d.tick_gen;
+            let tick = self.cfg.tick_ns;
+            let at = (self.now / tick + 1).saturating_mul(tick);
+            self.push_event(at, Kind::Tick, cpu as u32, gen);
+        }
+    }
+
+    /// The running bandwidth of `cpu` changed (`__add_running_bw()` / `__sub_running_bw()` call
+    /// `cpufreq_update_util()`).
+    fn dl_bw_changed(&mut self, cpu: usize) {
+        if self.dvfs_on {
+            let k = self.dvfs[cpu].cluster;
+            if self.domains[k].schedutil().is_some() {
+                self.domains[k].dirty = true;
+            }
+        }
+    }
+
+    /// The scheduler tick of a busy CPU: re-evaluates, re-arms while the CPU stays busy (an idle
+    /// CPU gets no tick, as with NO_HZ).
+    fn tick_event(&mut self, cpu: usize) {
+        self.dvfs[cpu].tick_armed = false;
+        if self.cpus[cpu].curr.is_some() {
+            self.dvfs_touch(cpu);
+        }
+    }
+
+    /// Runs the governors that have something new to look at.
+    fn governors_run(&mut self) {
+        for k in 0..self.domains.len() {
+            if self.domains[k].dirty {
+                self.domains[k].dirty = false;
+                self.evaluate(k);
+            }
+        }
+    }
+
+    /// schedutil on cluster `k` (`sugov_update_shared()`): rate limit, then the smallest OPP that
+    /// meets the largest demand of its CPUs, never below the floor.
+    fn evaluate(&mut self, k: usize) {
+        let Some(cfg) = self.domains[k].schedutil().copied() else {
+            return;
+        };
+        let now = self.now;
+        let n = self.domains[k].cpus.len();
+        // ignore_dl_rate_limit(): a grown deadline bandwidth goes through at once.
+        let mut bypass = self.domains[k].limits_changed;
+        for i in 0..n {
+            let c = self.domains[k].cpus[i];
+            bypass |= dl_util(self.cpus[c].dl.running_bw) > self.dvfs[c].bw_seen;
+        }
+        let d = &self.domains[k];
+        if !bypass
+            && d.last_change
+                .is_some_and(|t| now.saturating_sub(t) < cfg.rate_limit_ns)
+        {
+            return;
+        }
+        self.domains[k].limits_changed = false;
+        let mut target = self.domains[k].floor;
+        for i in 0..n {
+            let c = self.domains[k].cpus[i];
+            self.dvfs_account(c);
+            self.dvfs[c].bw_seen = dl_util(self.cpus[c].dl.running_bw);
+            let demand = self.cpu_demand(c, &cfg, self.dvfs[c].signals.as_ref());
+            let cap = self.cpus[c].capacity as u32;
+            target = target.max(opp_for_demand(&self.domains[k].opps, cap, demand));
+        }
+        let d = &self.domains[k];
+        if target == d.pending.unwrap_or(d.cur) {
+            return;
+        }
+        self.domains[k].last_change = Some(now);
+        self.request_opp(k, target);
+    }
+
+    /// Asks cluster `k` for OPP `idx`: at once without a switch latency; otherwise a switch starts
+    /// (or the one in flight retargets, as the cpufreq kthread applies the latest request).
+    fn request_opp(&mut self, k: usize, idx: usize) {
+        let now = self.now;
+        let d = &mut self.domains[k];
+        if d.latency == 0 {
+            d.pending = None;
+            self.apply_opp(k, idx);
+        } else if d.pending.is_some() {
+            d.pending = Some(idx);
+        } else if idx != d.cur {
+            d.pending = Some(idx);
+            d.switch_gen += 1;
+            let (gen, at) = (d.switch_gen, now.saturating_add(d.latency));
+            self.push_event(at, Kind::FreqSwitch, k as u32, gen);
+        }
+    }
+
+    fn freq_switch_event(&mut self, k: usize) {
+        if let Some(idx) = self.domains[k].pending.take() {
+            self.apply_opp(k, idx);
+        }
+    }
+
+    /// Cluster `k` now runs at OPP `idx`: account everything up to now at the old speed, then
+    /// re-time the running work.
+    fn apply_opp(&mut self, k: usize, idx: usize) {
+        if idx == self.domains[k].cur {
+            return;
+        }
+        let n = self.domains[k].cpus.len();
+        for i in 0..n {
+            let c = self.domains[k].cpus[i];
+            self.update_curr(c);
+            self.settle_residency(c);
+            self.dvfs_account(c);
+        }
+        self.domains[k].cur = idx;
+        for i in 0..n {
+            let c = self.domains[k].cpus[i];
+            let speed = self.domains[k].speed(self.cpus[c].capacity as u32);
+            let mem = self.cpus[c].curr.map_or(0.0, |t| self.threads[t as usize].mem);
+            let cpu = &mut self.cpus[c];
+            cpu.speed = speed;
+            cpu.work_speed = work_speed(speed, cpu.capacity, mem);
+            cpu.armed = None;
+            self.reprogram(c);
+        }
+        self.trace(TraceEvent::Frequency {
+            t: self.now,
+            cluster: k as u32,
+            khz: self.domains[k].freqs[idx],
+        });
     }
 
     /// `sched_setattr()`: changes a thread's policy at run time. SCHED_DEADLINE requests go
@@ -1539,6 +2138,7 @@ impl Sim {
             self.cpus[cpu].dl.this_bw -= old.dl_bw;
             if old.active {
                 self.cpus[cpu].dl.running_bw -= old.dl_bw;
+                self.dl_bw_changed(cpu);
             }
             self.adjust_extra(cpu, old.dl_bw as i64);
         }
@@ -1585,6 +2185,7 @@ impl Sim {
             self.cpus[cpu].dl.this_bw += e.dl_bw;
             if e.active {
                 self.cpus[cpu].dl.running_bw += e.dl_bw;
+                self.dl_bw_changed(cpu);
             }
             self.adjust_extra(cpu, -(e.dl_bw as i64));
         }

@@ -5,7 +5,7 @@ use pacer_adapt::{DlState, FreqState, Kernel, KernelError, Tid};
 use pacer_model::reservation::BW_SHIFT;
 use pacer_model::Policy;
 
-use crate::engine::Sim;
+use crate::engine::{Sim, SimError};
 
 /// A kernel handle over a running simulation.
 pub struct SimKernel<'a>(pub(crate) &'a mut Sim);
@@ -67,23 +67,27 @@ impl Kernel for SimKernel<'_> {
         self.0.dl_limit_fixed() as f64 / (1u64 << BW_SHIFT) as f64
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
-        if cluster != 0 {
-            return Err(KernelError::Unsupported(format!(
-                "the simulated platform has one frequency domain, not {cluster}"
-            )));
+        match (
+            self.0.cluster_frequency(cluster),
+            self.0.available_frequencies(cluster),
+        ) {
+            (Some(cur), Some(avail)) => Ok(FreqState {
+                cur_khz: cur,
+                available_khz: avail.to_vec(),
+            }),
+            _ => Err(no_cluster(cluster, self.0.cluster_count())),
         }
-        let (cur, avail) = self.0.frequency();
-        Ok(FreqState {
-            cur_khz: cur,
-            available_khz: avail.to_vec(),
-        })
     }
     fn set_frequency(&mut self, cluster: usize, khz: u32) -> Result<(), KernelError> {
-        if cluster != 0 {
-            return Err(KernelError::Unsupported(format!(
-                "the simulated platform has one frequency domain, not {cluster}"
-            )));
-        }
-        self.0.set_frequency(khz).map_err(KernelError::Invalid)
+        self.0.set_frequency(cluster, khz).map_err(|e| match e {
+            SimError::NoSuchCluster { cluster, clusters } => no_cluster(cluster, clusters),
+            e => KernelError::Invalid(e.to_string()),
+        })
     }
+}
+
+fn no_cluster(cluster: usize, clusters: usize) -> KernelError {
+    KernelError::Unsupported(format!(
+        "the simulated platform has frequency domains 0..{clusters}, not {cluster}"
+    ))
 }

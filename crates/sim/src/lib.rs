@@ -4,13 +4,19 @@
 //! reclaiming, fixed priority with FIFO/RR, and global/clustered/partitioned scheduling as
 //! affinity configurations of the same classes.
 
+pub mod audio;
 pub(crate) mod class;
+pub mod dvfs;
 pub mod engine;
 pub mod experiments;
 pub mod kernel;
 pub mod output;
 pub mod record;
 
+pub use dvfs::{
+    table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
+    WaltPolicy,
+};
 pub use engine::{Sim, SimConfig, SimError};
 pub use kernel::SimKernel;
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

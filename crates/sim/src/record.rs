@@ -39,6 +39,8 @@ pub enum TraceEvent {
         from: u32,
         to: u32,
     },
+    /// A cluster's new frequency took effect.
+    Frequency { t: u64, cluster: u32, khz: u32 },
 }
 
 /// Receives results as the simulation produces them.

@@ -285,7 +285,7 @@ fn power_scenario(with_pm: bool) -> (u64, u64, u32) {
     sim.run_until(8 * S, &mut Jobs::default());
     if !with_pm {
         // Plain feedback: something else (a governor) lowers the frequency.
-        sim.set_frequency(500_000).unwrap();
+        sim.set_frequency(0, 500_000).unwrap();
     }
     let before = sim.stats()[0].overruns;
     let mut jobs = Jobs::default();

@@ -15,6 +15,8 @@
 //!   `migrations`, `cpu`) and thread-scoped instant (`"i"`, `"s":"t"`) events "throttle" (args
 //!   `until_us`), "replenish", "migrate" (args `from`, `to`) and "deadline miss" (at the deadline;
 //!   args `job`, `finish_us`).
+//! - counter (`"C"`) events "cluster k kHz" in the CPUs process, one per frequency change
+//!   ([`TraceEvent::Frequency`]).
 //! - metadata (`"M"`) events `process_name`, `process_sort_index`, `thread_name` and
 //!   `thread_sort_index` name and order the tracks. They carry no `ts`.
 //!
@@ -315,6 +317,15 @@ impl<W: Write> Observer for ChromeTrace<W> {
             TraceEvent::Replenish { t, thread } => self.instant(thread, t, "replenish", ""),
             TraceEvent::Migrate { t, thread, from, to } => {
                 self.instant(thread, t, "migrate", &format!("\"from\":{from},\"to\":{to}"));
+            }
+            TraceEvent::Frequency { t, cluster, khz } => {
+                // A counter track per cluster in the CPUs process.
+                self.begin_event("C", CPUS_PID, 1, t);
+                let _ = write!(
+                    self.line,
+                    ",\"name\":\"cluster {cluster} kHz\",\"args\":{{\"khz\":{khz}}}}}"
+                );
+                self.emit();
             }
         }
     }
