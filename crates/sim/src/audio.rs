@@ -680,15 +680,7 @@ pub fn run_audio(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<AudioReport, AudioScenarioError> {
     let p = prepare(scenario, origin)?;
-    let opps: Vec<OppInfo> = p.platform.clusters[0]
-        .opps
-        .iter()
-        .map(|o| OppInfo {
-            freq_khz: o.freq_khz,
-            capacity: o.capacity,
-            power: o.active_mw,
-        })
-        .collect();
+    let opps = opp_infos(&p);
     let n = scenario.configurations.len();
     let mut results = Vec::with_capacity(n);
     for (index, &c) in scenario.configurations.iter().enumerate() {
@@ -911,9 +903,9 @@ fn simulate(
     Ok(result)
 }
 
-/// The clairvoyant bound, analytically (see the module docs).
-fn clairvoyant(s: &AudioScenario, p: &Prepared) -> Result<ConfigResult, AudioScenarioError> {
-    let opps: Vec<OppInfo> = p.platform.clusters[0]
+/// The OPPs of the audio CPU's cluster, as reported.
+fn opp_infos(p: &Prepared) -> Vec<OppInfo> {
+    p.platform.clusters[0]
         .opps
         .iter()
         .map(|o| OppInfo {
@@ -921,7 +913,12 @@ fn clairvoyant(s: &AudioScenario, p: &Prepared) -> Result<ConfigResult, AudioSce
             capacity: o.capacity,
             power: o.active_mw,
         })
-        .collect();
+        .collect()
+}
+
+/// The clairvoyant bound, analytically (see the module docs).
+fn clairvoyant(s: &AudioScenario, p: &Prepared) -> Result<ConfigResult, AudioScenarioError> {
+    let opps = opp_infos(p);
     let top = opps.last().map_or(CAPACITY_SCALE, |o| o.capacity.max(1)) as u64;
     let mut residency_ns = vec![0u64; opps.len()];
     let jobs: Vec<AudioJob> = (0..p.schedule.jobs)
