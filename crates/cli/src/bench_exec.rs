@@ -13,9 +13,11 @@ use std::time::{Duration as StdDuration, Instant};
 
 use anyhow::{bail, Context, Result};
 use pacer_linux::procfs::Pidfd;
+use pacer_linux::run::calibrate::calibrate;
 use pacer_linux::signals::SIGTERM;
 use pacer_linux::trace::WakeupTracer;
 use pacer_model::Duration;
+use pacer_workload::jobs::compare::quantile;
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
@@ -76,26 +78,7 @@ fn pacer_exe() -> Result<std::path::PathBuf> {
 fn median(v: &[u64]) -> u64 {
     let mut s = v.to_vec();
     s.sort_unstable();
-    s[s.len() / 2]
-}
-
-fn calibrate(dir: &Path) -> Result<f64> {
-    let w = dir.join("cal.json");
-    std::fs::write(
-        &w,
-        r#"{"global":{"duration":1},"tasks":{"c":{"loop":1,"run":10}}}"#,
-    )?;
-    let out = Command::new(pacer_exe()?)
-        .args(["run", "--json"])
-        .arg(&w)
-        .output()?;
-    if !out.status.success() {
-        bail!("calibration run failed: {}", String::from_utf8_lossy(&out.stderr));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    v["run"]["calibration_ns_per_loop"]
-        .as_f64()
-        .context("calibration missing from `pacer run --json`")
+    quantile(&s, 0.5)
 }
 
 /// Runs `pacer run FILE` once; with `trace`, every thread of it has its wake-ups traced in the
@@ -274,7 +257,8 @@ pub fn run(a: ExecBenchArgs) -> Result<()> {
     }
     pacer_linux::control::preflight(true).context("pacer bench exec")?;
     let dir = tempfile::tempdir()?;
-    let cal = calibrate(dir.path())?;
+    // The same measurement `pacer run` makes at start-up, once for every run of the bench.
+    let cal = calibrate().ns_per_loop();
     let tracing = tracing_overhead(dir.path(), cal, &a)?;
     let controller_cpu = controller_cpu(dir.path(), cal, &a)?;
     let report = Report {

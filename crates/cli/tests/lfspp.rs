@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use pacer_workload::jobs::compare::quantile;
 use pacer_workload::jobs::csv::read_jobs;
 
 const RUN_S: u64 = 16;
@@ -132,7 +133,7 @@ fn stats(csv: &Path) -> Stats {
     );
     let mut rt: Vec<u64> = loaded.iter().map(|r| r.response_ns).collect();
     rt.sort_unstable();
-    let q = |p: f64| rt[((rt.len() - 1) as f64 * p).round() as usize];
+    let q = |p: f64| quantile(&rt, p);
     let ratio = |v: &[&&pacer_workload::jobs::csv::JobRow]| {
         v.iter().filter(|r| r.missed).count() as f64 / v.len() as f64
     };
