@@ -4,7 +4,7 @@
 //!   applications: wake-ups → period analyser (§5.1–5.2) → period P; CPU time sampled every S
 //!   (a multiple of P) → percentile predictor → Q_req = (1 + x)·P·𝒫(W_k − W_{k−1})/S →
 //!   supervisor (eq. 1) → SCHED_DEADLINE(Q, P, P). Optionally owns the §6.3
-//!   [`PowerManager`](crate::power::PowerManager).
+//!   [`crate::power::PowerManager`].
 //! - [`ProactiveController`] — the audio paper (adaptive-deadline-audio-android.txt §5.2) for
 //!   cooperating applications: per-job normalised runtime C_m (eq. 3), per-workUnits asymmetric
 //!   EWMA (eq. 4) in a [`WorkUnitsTable`], Q = m_m·C_e + m_o (eq. 5) on every workUnits change and

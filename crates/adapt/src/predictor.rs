@@ -5,7 +5,7 @@
 //!   (N = 16: p = 1 → maximum, p = 0.9375 → second maximum).
 //! - [`MovingAverage`], [`Ewma`]: the classic alternatives the papers compare against.
 //! - [`AsymmetricEwma`]: eq. 4 of adaptive-deadline-audio-android.txt §5.2,
-//!   C_e[k+1] = α·C_m + (1−α)·C_e[k] with α = 0.95 when the sample rises above the estimate and
+//!   C_e\[k+1\] = α·C_m + (1−α)·C_e\[k\] with α = 0.95 when the sample rises above the estimate and
 //!   α = 0.1 when it falls — react fast to load increases, slowly to decreases.
 //! - [`WorkUnitsTable`]: the audio paper's workUnits map (§5.2): one asymmetric EWMA per workUnits
 //!   value and a four-case lookup (empty → configured maximum, exact hit, below the smallest key,
@@ -191,7 +191,7 @@ fn round_ns(x: f64) -> u64 {
 }
 
 /// Exponentially weighted moving average, e = α·x + (1 − α)·e. The first sample initialises e
-/// (the papers leave C_e[0] unspecified; starting from the first measurement avoids a bias towards
+/// (the papers leave C_e\[0\] unspecified; starting from the first measurement avoids a bias towards
 /// an arbitrary constant).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ewma {
@@ -234,7 +234,7 @@ impl Predictor for Ewma {
 }
 
 /// Asymmetric EWMA, eq. 4 of adaptive-deadline-audio-android.txt §5.2:
-/// C_e[k+1] = α·C_m + (1 − α)·C_e[k] with α = `rise` when C_m > C_e[k], else α = `fall`.
+/// C_e\[k+1\] = α·C_m + (1 − α)·C_e\[k\] with α = `rise` when C_m > C_e\[k\], else α = `fall`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AsymmetricEwma {
     rise: f64,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use pacer_model::Duration;
-use pacer_workload::jobs::compare::{compare, CompareReport, TaskComparison};
+use pacer_workload::jobs::compare::{compare, CompareReport, Overheads, TaskComparison};
 use pacer_workload::jobs::csv::JobReader;
 use serde::Serialize;
 
@@ -28,6 +28,11 @@ maximum response time (finish − release, exact order statistics), the differen
 (B − A, absolute and relative to A), miss ratios, and the two-sample Kolmogorov–Smirnov distance\n\
 D between the response-time distributions (0: identical, 1: disjoint) with its 5 % critical\n\
 value. Times are in µs.\n\n\
+Below the table: what B's machine adds to A's model, estimated from the job records: a factor on\n\
+execution (median over tasks of B's median CPU time per job / A's) and a wake-up latency (the\n\
+smallest per-task increase of the median start latency, i.e. that of a task nothing delays), with\n\
+the `pacer sim --work-scale F --wakeup-latency D` that simulates them; comparing against that\n\
+simulation checks the scheduling model apart from one machine's speed and timer latency.\n\n\
 Exit status: 0 = compared (and within --tolerance, if given); 1 = error (unreadable or malformed\n\
 CSV, named with its line and column); 2 = some task's median differs by more than --tolerance.")]
 pub struct Args {
@@ -56,6 +61,8 @@ struct JsonOut<'a> {
     tolerance_floor_ns: u64,
     /// Tasks whose medians differ beyond the tolerance (empty without one).
     beyond_tolerance: Vec<&'a str>,
+    /// B's overheads relative to A (`CompareReport::overheads`).
+    overheads: Overheads,
     #[serde(flatten)]
     report: &'a CompareReport,
 }
@@ -129,6 +136,7 @@ pub fn run(a: Args) -> Result<u8> {
             tolerance_pct: a.tolerance,
             tolerance_floor_ns: floor,
             beyond_tolerance: beyond.iter().map(|t| t.task.as_str()).collect(),
+            overheads: report.overheads(),
             report: &report,
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -157,6 +165,15 @@ pub fn run(a: Args) -> Result<u8> {
                 println!("only in {file}: {}", names.join(", "));
             }
         }
+        let o = report.overheads();
+        println!(
+            "\nB relative to A: work ×{:.3} (median CPU time per job), wake-up latency {} µs \
+             (least-delayed task)\nto simulate them: pacer sim FILE --work-scale {:.3} --wakeup-latency {}us",
+            o.work_scale,
+            us(o.wakeup_latency_ns),
+            o.work_scale,
+            (o.wakeup_latency_ns + 500) / 1000
+        );
         if let Some(t) = a.tolerance {
             if beyond.is_empty() {
                 println!("\nall medians within {t}% (or {}) of A's", Duration(floor));

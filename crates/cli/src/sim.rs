@@ -78,6 +78,15 @@ pub struct Args {
     /// Extra cost when the job resumes on another CPU.
     #[arg(long, default_value = "0ns", value_parser = parse_duration)]
     pub migration_cost: Duration,
+    /// Timer and wake-up latency: a thread whose timer or sleep expires becomes runnable this
+    /// much later (its job's release stays the expiry). `pacer compare sim.csv run.csv` estimates
+    /// it for the machine of a real run.
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    pub wakeup_latency: Duration,
+    /// Multiply the work of every `run` event and task-set job by F (> 0): how much slower the
+    /// measured machine runs calibrated work (estimated by `pacer compare` too).
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    pub work_scale: f64,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md).
     #[arg(long)]
     pub jobs: Option<PathBuf>,
@@ -328,6 +337,16 @@ pub(crate) struct RunInfo {
     pub jobs_per_wall_second: f64,
     pub events_per_wall_second: f64,
     pub ignored_keys: Vec<String>,
+    /// The machine overheads simulated (all 0 and a scale of 1 unless given).
+    pub overheads: SimOverheads,
+}
+
+#[derive(Serialize)]
+pub(crate) struct SimOverheads {
+    pub context_switch_cost_ns: u64,
+    pub migration_cost_ns: u64,
+    pub wakeup_latency_ns: u64,
+    pub work_scale: f64,
 }
 
 impl Args {
@@ -353,6 +372,8 @@ impl Args {
             reclaim: false,
             context_switch_cost: Duration::ZERO,
             migration_cost: Duration::ZERO,
+            wakeup_latency: Duration::ZERO,
+            work_scale: 1.0,
             jobs: None,
             trace: None,
             json: false,
@@ -429,10 +450,15 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
     if horizon == 0 {
         bail!("--duration: expected a simulated time > 0");
     }
+    if !(a.work_scale.is_finite() && a.work_scale > 0.0) {
+        bail!("--work-scale {}: expected a finite factor > 0", a.work_scale);
+    }
     let mut cfg = SimConfig::new(m);
     cfg.seed = a.seed;
     cfg.context_switch_cost = a.context_switch_cost.ns();
     cfg.migration_cost = a.migration_cost.ns();
+    cfg.wakeup_latency = a.wakeup_latency.ns();
+    cfg.work_scale = a.work_scale;
     let ignored = workload.ignored.clone();
     let mut sim = Sim::new(workload, cfg).context("setting up the simulation")?;
     let names = sim.thread_names();
@@ -509,6 +535,12 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
         jobs_per_wall_second: sim.jobs_finished() as f64 / wall.max(1e-9),
         events_per_wall_second: sim.events_processed() as f64 / wall.max(1e-9),
         ignored_keys: ignored,
+        overheads: SimOverheads {
+            context_switch_cost_ns: a.context_switch_cost.ns(),
+            migration_cost_ns: a.migration_cost.ns(),
+            wakeup_latency_ns: a.wakeup_latency.ns(),
+            work_scale: a.work_scale,
+        },
     };
     Ok((report, info))
 }

@@ -244,15 +244,21 @@ fn compare_names_the_file_and_line_of_malformed_csv() {
     );
 }
 
-/// Median tolerance of the run-vs-sim test, chosen from measurements (docs/linux.md, "pacer run
-/// vs pacer sim"): over 10 runs on the idle 2-CPU development VM the real medians were 0.3–13.4 %
-/// (9–269 µs) above the simulated ones, from ~35 µs of wake-up latency and busy loops ~4 % slower
-/// after a sleep than in the hot calibration loop.
+/// Median tolerance of the run-vs-sim test (docs/linux.md, "pacer run vs pacer sim"). The
+/// simulation it is checked against runs with the overheads `pacer compare` measured in the real
+/// run (a factor on execution and a wake-up latency): on the 2-CPU development VM the medians
+/// then agreed within 0.2–3.2 %, against 4–14 % for the plain simulation, whose gap is one
+/// machine's speed and timer latency rather than the scheduling model under test.
 const TOLERANCE_PCT: &str = "15";
 const TOLERANCE_FLOOR: &str = "300us";
+/// Bounds on the measured overheads. pacer's busy loop is calibrated on the machine, so a work
+/// factor outside them means a broken calibration (or a machine too loaded to test on), and a
+/// median wake-up latency of milliseconds for the top real-time thread means broken timers.
+const WORK_SCALE_RANGE: std::ops::RangeInclusive<f64> = 0.85..=1.35;
+const MAX_WAKEUP_LATENCY_NS: u64 = 2_000_000;
 /// Kernel runs tried before the test fails. Real-time work of other processes (another
 /// benchmark's SCHED_DEADLINE threads outrank these SCHED_FIFO ones) can push one run's medians
-/// out by 20–35 %; a systematic error (calibration, job boundaries, timers) fails every attempt.
+/// out; a systematic error (calibration, job boundaries, timers, priorities) fails every attempt.
 const ATTEMPTS: usize = 3;
 
 #[test]
@@ -303,7 +309,7 @@ fn run_agrees_with_sim_on_the_same_rtapp_file() {
         for (i, name) in tasks.iter().enumerate() {
             let log = std::fs::read_to_string(logs.join(format!("{name}-{i}.log"))).unwrap();
             assert!(log.starts_with("#idx     perf      run   period"), "{log}");
-            assert!(log.lines().count() > 50, "{name}: {} lines", log.lines().count());
+            assert!(log.lines().count() > 20, "{name}: {} lines", log.lines().count());
         }
         // What must hold in every run, disturbed or not.
         let out = pacer(&["compare", &sim_csv, &run_csv, "--json"]);
@@ -311,13 +317,48 @@ fn run_agrees_with_sim_on_the_same_rtapp_file() {
         for t in v["tasks"].as_array().unwrap() {
             let (a, b) = (t["a"]["jobs"].as_u64().unwrap(), t["b"]["jobs"].as_u64().unwrap());
             assert!(a.abs_diff(b) <= 1, "job counts {a} vs {b}: {t}");
-            // The kernel adds latency and overheads; it never makes a job finish before its work.
-            assert!(t["median_diff_ns"].as_i64().unwrap() > -100_000, "{t}");
+            // The kernel adds latency and overheads; a job finishing well before its work means
+            // broken job boundaries (or a calibration run while something slowed the loop).
+            assert!(t["median_rel_diff"].as_f64().unwrap() > -0.15, "{t}");
         }
 
+        // The schedule's shape: `fast` preempts each `slow` job twice (at 20 ms and not at 40),
+        // as in the simulation; other threads of the machine may add a preemption now and then.
+        let rows = pacer_workload::jobs::read_jobs(Path::new(&run_csv)).unwrap();
+        let mut slow: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.task == "slow")
+            .map(|r| r.preemptions)
+            .collect();
+        slow.sort_unstable();
+        assert_eq!(slow[slow.len() / 2], 1, "preemptions of slow jobs: {slow:?}");
+
+        // The machine's overheads, then the simulation with them.
+        let overheads = &v["overheads"];
+        let scale = overheads["work_scale"].as_f64().unwrap();
+        let latency = overheads["wakeup_latency_ns"].as_u64().unwrap();
+        assert!(
+            WORK_SCALE_RANGE.contains(&scale),
+            "work scale {scale}: {overheads}"
+        );
+        assert!(latency <= MAX_WAKEUP_LATENCY_NS, "wake-up latency {latency} ns");
+        let model_csv = dir.path().join(format!("sim{attempt}.csv")).display().to_string();
+        let out = pacer(&[
+            "sim",
+            &file,
+            "--cpus",
+            "2",
+            "--work-scale",
+            &scale.to_string(),
+            "--wakeup-latency",
+            &format!("{latency}ns"),
+            "--jobs",
+            &model_csv,
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
         let out = pacer(&[
             "compare",
-            &sim_csv,
+            &model_csv,
             &run_csv,
             "--tolerance",
             TOLERANCE_PCT,
@@ -325,7 +366,7 @@ fn run_agrees_with_sim_on_the_same_rtapp_file() {
             TOLERANCE_FLOOR,
         ]);
         let report = text(&out.stdout);
-        eprintln!("attempt {attempt}:\n{report}");
+        eprintln!("attempt {attempt} (work ×{scale:.3}, wake-up latency {latency} ns):\n{report}");
         match out.status.code() {
             Some(0) => return,
             Some(2) => reports.push(report),

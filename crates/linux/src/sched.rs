@@ -330,7 +330,7 @@ fn parking_period() -> u64 {
     max_us.saturating_mul(1000).min(DEFAULT_PERIOD_MAX.0)
 }
 
-/// Changes a SCHED_DEADLINE thread's reservation to 1024 ns every [`parking_period`], whose
+/// Changes a SCHED_DEADLINE thread's reservation to 1024 ns every `parking_period()` (4.19 s), whose
 /// bandwidth rounds to 0 in the kernel's 20-bit fixed point (1024·2²⁰ / 4.19 s < 1).
 ///
 /// Why (observed on Linux 6.18 in pacer's VM, documented in docs/linux.md): moving a *sleeping*

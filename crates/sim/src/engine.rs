@@ -1,5 +1,5 @@
 //! The discrete-event engine: simulated time in integer nanoseconds, per-CPU run queues, the
-//! classes of [`crate::class`] stacked deadline > rt > fair > idle, and threads executing the
+//! classes of `crate::class` stacked deadline > rt > fair > idle, and threads executing the
 //! workload model of `pacer-workload` (run / runtime / sleep / timer / yield events).
 //!
 //! Multiprocessor scheduling follows the kernel's distributed run queues: a waking thread picks a
@@ -16,7 +16,11 @@
 //! 2. frequency switches completing (work up to t was done at the old speed);
 //! 3. SCHED_DEADLINE replenishment timers;
 //! 4. GRUB inactive timers (0-lag);
-//! 5. wake-ups (job releases at timer expiries, ends of sleeps, thread starts), in thread order;
+//! 5. wake-ups (job releases at timer expiries, ends of sleeps, thread starts): all those of one
+//!    instant form a batch, woken most urgent first (the key each thread will have once awake,
+//!    ties in thread order), as timers expiring together are handled in one hrtimer interrupt
+//!    before `schedule()` runs — so a lower-priority thread woken at the same instant as a
+//!    higher-priority one on its CPU is never switched in only to be preempted at once;
 //! 6. scheduler ticks of busy CPUs in schedutil clusters;
 //! 7. hosted controllers.
 //!
@@ -60,6 +64,14 @@ pub struct SimConfig {
     pub context_switch_cost: u64,
     /// Extra switch-in time when the thread last ran on another CPU (ns).
     pub migration_cost: u64,
+    /// Delay between the expiry of a thread's timer or sleep and the thread becoming runnable
+    /// (ns): a real kernel's timer and wake-up path latency, which the response time of a job
+    /// released by a timer includes (its release stays the nominal expiry). 0 = ideal.
+    pub wakeup_latency: u64,
+    /// Factor on the work of every `run` event (and task-set job): how much slower the measured
+    /// machine executes calibrated work than its calibration says (`pacer compare` estimates it
+    /// from a real run). Wall-clock `runtime` is not scaled. 1 = exact.
+    pub work_scale: f64,
     /// `sched_rt_runtime_us` / `sched_rt_period_us`: u_max of GRUB reclaiming.
     pub rt_runtime_us: u64,
     pub rt_period_us: u64,
@@ -105,6 +117,8 @@ impl SimConfig {
             seed: 0,
             context_switch_cost: 0,
             migration_cost: 0,
+            wakeup_latency: 0,
+            work_scale: 1.0,
             rt_runtime_us: 950_000,
             rt_period_us: 1_000_000,
             rr_timeslice: RR_TIMESLICE_NS,
@@ -159,6 +173,8 @@ pub enum SimError {
     BadTick,
     #[error("mem_bound: {0}")]
     BadMemBound(String),
+    #[error("work_scale: expected a finite factor > 0, got {0}")]
+    BadWorkScale(String),
     #[error("no cluster {cluster}: the platform has clusters 0..{clusters}")]
     NoSuchCluster { cluster: usize, clusters: usize },
     #[error("no thread {0}")]
@@ -297,6 +313,8 @@ pub struct Sim {
     jobs_finished: u64,
     /// Results produced while handling one event, delivered to the observer right after it.
     pending_jobs: Vec<JobRecord>,
+    /// Reused buffer of the wake-ups of one instant.
+    wake_batch: Vec<ThreadId>,
     pending_trace: Vec<TraceEvent>,
     /// Root domain of each CPU (threads never move between domains).
     domain: Vec<usize>,
@@ -329,6 +347,9 @@ impl Sim {
         }
         if workload.threads.is_empty() {
             return Err(SimError::NoThreads);
+        }
+        if !(cfg.work_scale.is_finite() && cfg.work_scale > 0.0) {
+            return Err(SimError::BadWorkScale(cfg.work_scale.to_string()));
         }
         let max_bw = to_ratio(cfg.rt_period_us, cfg.rt_runtime_us);
         let f = &cfg.freqs_khz;
@@ -548,6 +569,7 @@ impl Sim {
             events_processed: 0,
             jobs_finished: 0,
             pending_jobs: Vec::new(),
+            wake_batch: Vec::new(),
             pending_trace: Vec::new(),
             domain,
             traced: vec![None; m],
@@ -639,7 +661,7 @@ impl Sim {
                 }
                 Kind::Replenish => self.replenish_timer(id),
                 Kind::Inactive => self.inactive_timer(id),
-                Kind::Wakeup => self.wakeup_event(id),
+                Kind::Wakeup => self.wakeup_batch(time, id),
                 Kind::Controller => self.run_controller(id as usize),
                 Kind::FreqSwitch => self.freq_switch_event(id as usize),
                 Kind::Tick => self.tick_event(id as usize),
@@ -1294,6 +1316,7 @@ impl Sim {
     /// Runs the thread's program from where it stopped until it has work, blocks, yields or ends.
     fn step(&mut self, t: ThreadId) -> Step {
         let now = self.now;
+        let work_scale = self.cfg.work_scale;
         let mut idle_steps = 0u32;
         loop {
             idle_steps += 1;
@@ -1325,7 +1348,10 @@ impl Sim {
             };
             match ev {
                 Event::Run { work } => {
-                    let w = work.sample_for(&mut th.rng, th.units).ns();
+                    let mut w = work.sample_for(&mut th.rng, th.units).ns();
+                    if work_scale != 1.0 {
+                        w = (w as f64 * work_scale).round() as u64;
+                    }
                     if w > 0 {
                         th.remaining = w;
                         th.wall = false;
@@ -1369,6 +1395,41 @@ impl Sim {
                     });
                 }
             }
+        }
+    }
+
+    /// Wakes `first` and every other thread whose wake-up falls at `time`, most urgent first.
+    fn wakeup_batch(&mut self, time: u64, first: ThreadId) {
+        if !matches!(self.events.peek(), Some(&Reverse((t, Kind::Wakeup, ..))) if t == time) {
+            return self.wakeup_event(first);
+        }
+        let mut batch = std::mem::take(&mut self.wake_batch);
+        batch.clear();
+        batch.push(first);
+        while let Some(&Reverse((t, Kind::Wakeup, _, id, _))) = self.events.peek() {
+            if t != time {
+                break;
+            }
+            self.events.pop();
+            self.events_processed += 1;
+            batch.push(id);
+        }
+        batch.sort_by_key(|&t| (self.wake_key(t), t));
+        for &t in &batch {
+            self.wakeup_event(t);
+        }
+        self.wake_batch = batch;
+    }
+
+    /// The key a sleeping thread will have once woken now (a SCHED_DEADLINE thread's deadline
+    /// after the CBS wake-up rule).
+    fn wake_key(&self, t: ThreadId) -> Key {
+        match self.threads[t as usize].dl {
+            Some(mut e) => {
+                e.on_wakeup(self.now);
+                Key::Deadline(e.deadline)
+            }
+            None => self.key(t),
         }
     }
 
@@ -1441,7 +1502,7 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         th.state = State::Sleeping;
         th.pending_release = release;
-        self.push_event(until, Kind::Wakeup, t, 0);
+        self.push_event(until.saturating_add(self.cfg.wakeup_latency), Kind::Wakeup, t, 0);
         let th = &mut self.threads[t as usize];
         if let Some(e) = th.dl {
             if e.runtime <= 0 {

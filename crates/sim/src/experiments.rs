@@ -1,8 +1,8 @@
 //! Experiment drivers that combine the simulator with the adaptation engine, used by
 //! `pacer bench …` and the benchmarks in docs/BENCHMARKS.md.
 //!
-//! [`period_detection`] reproduces the LFS++ wake-up-tracing experiment (lfspp-legacy-multimedia
-//! §7.4, Fig. 8–9): the period of a multimedia-like program is detected from its traced wake-ups
+//! [`period_trial`] and [`period_point`] reproduce the LFS++ wake-up-tracing experiment
+//! (lfspp-legacy-multimedia §7.4, Fig. 8–9): the period of a multimedia-like program is detected from its traced wake-ups
 //! for a given observation window, while background SCHED_FIFO load shifts the wake-ups that
 //! happen inside its jobs (its I/O completions), so only the job activations stay periodic.
 

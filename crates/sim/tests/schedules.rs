@@ -63,12 +63,16 @@ fn dl(c: u64, d: u64, t: u64) -> Policy {
 }
 
 fn simulate(threads: Vec<ThreadSpec>, cpus: usize, horizon_ms: u64) -> Vec<JobRecord> {
+    simulate_with(threads, SimConfig::new(cpus), horizon_ms)
+}
+
+fn simulate_with(threads: Vec<ThreadSpec>, cfg: SimConfig, horizon_ms: u64) -> Vec<JobRecord> {
     let w = Workload {
         threads,
         duration: None,
         ignored: vec![],
     };
-    let mut sim = Sim::new(w, SimConfig::new(cpus)).unwrap();
+    let mut sim = Sim::new(w, cfg).unwrap();
     let mut jobs = Jobs::default();
     sim.run_until(horizon_ms * MS, &mut jobs);
     jobs.0
@@ -122,6 +126,87 @@ fn uniprocessor_rm_by_hand() {
     assert_eq!(&rf(&jobs, 0)[..2], &[(0, 2), (5, 7)]);
     assert_eq!(rf(&jobs, 1)[0], (0, 8));
     assert!(jobs.iter().find(|j| j.thread == 1).unwrap().missed());
+}
+
+#[test]
+fn wakeup_latency_and_work_scale_by_hand() {
+    // The RM pair above with a 1 ms wake-up latency and work × 1.5: τ1 = 3 ms every 5, τ2 = 6
+    // every 7. Both start at 0 (a thread's start is not a timer expiry): τ1 0–3, τ2 3–6. τ1's
+    // timer expires at 5, it becomes runnable at 6 (its release stays 5) and runs 6–9; τ2 9–11;
+    // τ1 expires at 10, runs 11–14; τ2 finishes its last 1 ms at 15.
+    let threads = || {
+        vec![
+            periodic("t1", 0, 2, 5, Policy::Fifo { priority: 2 }, None),
+            periodic("t2", 1, 4, 7, Policy::Fifo { priority: 1 }, None),
+        ]
+    };
+    let mut cfg = SimConfig::new(1);
+    cfg.wakeup_latency = MS;
+    cfg.work_scale = 1.5;
+    let jobs = simulate_with(threads(), cfg, 19);
+    assert_eq!(&rf(&jobs, 0)[..3], &[(0, 3), (5, 9), (10, 14)]);
+    assert_eq!(&rf(&jobs, 1)[..1], &[(0, 15)]);
+    let j1 = jobs.iter().find(|j| j.thread == 0 && j.job == 1).unwrap();
+    assert_eq!(
+        (j1.start, j1.exec),
+        (6 * MS, 3 * MS),
+        "runnable 1 ms after its expiry"
+    );
+
+    // Each alone does what it says; scale and latency are independent.
+    let mut cfg = SimConfig::new(1);
+    cfg.work_scale = 0.5;
+    let jobs = simulate_with(threads(), cfg, 9);
+    assert_eq!(&rf(&jobs, 0)[..2], &[(0, 1), (5, 6)]);
+    assert_eq!(rf(&jobs, 1)[0], (0, 3));
+    let mut cfg = SimConfig::new(1);
+    cfg.wakeup_latency = 2 * MS;
+    let jobs = simulate_with(threads(), cfg, 9);
+    assert_eq!(&rf(&jobs, 0)[..2], &[(0, 2), (5, 9)]);
+
+    let mut cfg = SimConfig::new(1);
+    cfg.work_scale = f64::NAN;
+    let w = Workload {
+        threads: threads(),
+        duration: None,
+        ignored: vec![],
+    };
+    assert!(Sim::new(w, cfg).is_err());
+}
+
+#[test]
+fn simultaneous_wakeups_run_the_most_urgent_first() {
+    // `lo` (thread 0, FIFO 1) and `hi` (FIFO 2) share a 10 ms grid on one CPU; `lo`'s timer is
+    // armed first. Woken in one batch, `hi` runs first and `lo` starts when it is done — never
+    // switched in for zero time and preempted, which would count a preemption and a start at the
+    // release that the kernel (one hrtimer interrupt, then schedule()) does not have.
+    let jobs = simulate(
+        vec![
+            periodic("lo", 0, 3, 10, Policy::Fifo { priority: 1 }, None),
+            periodic("hi", 1, 2, 10, Policy::Fifo { priority: 2 }, None),
+        ],
+        1,
+        40,
+    );
+    let lo: Vec<(u64, u64, u32)> = jobs
+        .iter()
+        .filter(|j| j.thread == 0)
+        .map(|j| (j.release / MS, j.start / MS, j.preemptions))
+        .collect();
+    assert_eq!(lo, [(0, 2, 0), (10, 12, 0), (20, 22, 0), (30, 32, 0)]);
+    // The same holds for SCHED_DEADLINE threads, by the deadline they get on waking.
+    let jobs = simulate(
+        vec![
+            periodic("late_d", 0, 3, 10, dl(3, 10, 10), None),
+            periodic("early_d", 1, 2, 10, dl(2, 5, 10), None),
+        ],
+        1,
+        30,
+    );
+    assert!(jobs
+        .iter()
+        .filter(|j| j.thread == 0)
+        .all(|j| j.start == j.release + 2 * MS && j.preemptions == 0));
 }
 
 #[test]

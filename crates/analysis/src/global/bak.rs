@@ -20,7 +20,7 @@
 //! are concave), so its minimum over [λ_k, 1] lies at λ_k or at some u_i ≥ λ_k.
 //!
 //! The β terms mix ratios with unrelated denominators, so this test uses `f64` with the shared
-//! tolerance [`EPS`](crate::outcome::EPS), like the other utilisation-style bounds.
+//! tolerance [`crate::outcome::EPS`], like the other utilisation-style bounds.
 
 use crate::global::precheck;
 use crate::outcome::{Outcome, Verdict, EPS};

@@ -31,7 +31,7 @@ use crate::global::precheck;
 use crate::outcome::{Outcome, Verdict};
 use crate::Timing;
 
-/// Rounds [`test`] runs before giving up on reaching a fixed point.
+/// Rounds [`test()`] runs before giving up on reaching a fixed point.
 pub const DEFAULT_ROUND_LIMIT: usize = 1000;
 
 /// One slack update for τ_k given the current slacks of the others (may be negative).

@@ -126,7 +126,7 @@ pub fn test(ts: &[Timing], m: usize, order: &[usize]) -> Outcome {
     }
 }
 
-/// [`test`] with deadline-monotonic priorities.
+/// [`test()`] with deadline-monotonic priorities.
 pub fn test_dm(ts: &[Timing], m: usize) -> Outcome {
     test(ts, m, &deadline_monotonic(ts))
 }

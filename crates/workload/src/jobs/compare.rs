@@ -8,6 +8,12 @@
 //! least q·n values at or below it), not the 3-digit histogram values of the summaries, because a
 //! comparison keeps every response time anyway for the KS distance.
 //!
+//! Each side also reports the median start latency (first run − release) and the median CPU time
+//! of its jobs, from which [`CompareReport::overheads`] estimates what B's machine adds to A's
+//! model: a factor on execution and a wake-up latency, the two knobs of `pacer sim
+//! --work-scale/--wakeup-latency`. Simulating with them separates the scheduling model, which the
+//! comparison is meant to check, from the speed and timer latency of one particular machine.
+//!
 //! KS: D = sup_x |F_A(x) − F_B(x)| over the empirical distribution functions (Smirnov 1939).
 //! `ks_critical_5pct` is the asymptotic critical value c(0.05)·√((n+m)/(n·m)) with c = 1.358: a D
 //! above it rejects "same distribution" at the 5 % level. Real and simulated response times differ
@@ -37,6 +43,10 @@ pub struct SideStats {
     pub p90_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// Median of start − release (nearest rank), ns.
+    pub start_latency_p50_ns: u64,
+    /// Median CPU time of a job (the `exec_ns` column), ns.
+    pub exec_p50_ns: u64,
 }
 
 /// One task of a [`CompareReport`].
@@ -84,7 +94,55 @@ pub struct CompareReport {
     pub only_in_b: Vec<String>,
 }
 
+/// What B's machine adds to A's, estimated from the job records (see [`CompareReport::overheads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Overheads {
+    /// Median over tasks of B's median CPU time per job / A's: how much slower B executes the same
+    /// work. 1 when no task has CPU time on both sides.
+    pub work_scale: f64,
+    /// The smallest median start latency in B among the tasks whose jobs start at their release
+    /// in A, ns: the latency of a job released by a timer when nothing else competes for its CPU.
+    /// When every task waits in A, the smallest increase of a task's median start latency.
+    pub wakeup_latency_ns: u64,
+}
+
 impl CompareReport {
+    /// Estimates B's overheads relative to A (the model): a work factor from CPU times, and a
+    /// wake-up latency from the tasks that A starts at once (the highest-priority one on its CPUs).
+    pub fn overheads(&self) -> Overheads {
+        let mut ratios: Vec<f64> = self
+            .tasks
+            .iter()
+            .filter(|t| t.a.exec_p50_ns > 0 && t.b.exec_p50_ns > 0)
+            .map(|t| t.b.exec_p50_ns as f64 / t.a.exec_p50_ns as f64)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        // The median of an even count is the mean of the middle two, so that two tasks give
+        // their average rather than the smaller.
+        let work_scale = match ratios.len() {
+            0 => 1.0,
+            n if n % 2 == 1 => ratios[n / 2],
+            n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
+        };
+        // Tasks the model starts at their release measure the latency directly; a task that
+        // waits for another in A (its wait scaled by B's speed) would mix the two.
+        let direct = self.tasks.iter().filter(|t| t.a.start_latency_p50_ns == 0);
+        let wakeup_latency_ns = direct
+            .map(|t| t.b.start_latency_p50_ns)
+            .min()
+            .or_else(|| {
+                self.tasks
+                    .iter()
+                    .map(|t| t.b.start_latency_p50_ns.saturating_sub(t.a.start_latency_p50_ns))
+                    .min()
+            })
+            .unwrap_or(0);
+        Overheads {
+            work_scale,
+            wakeup_latency_ns,
+        }
+    }
+
     /// The tasks whose medians differ beyond the tolerance (see [`TaskComparison::median_beyond`]).
     pub fn beyond(&self, tolerance_pct: f64, floor_ns: u64) -> Vec<&TaskComparison> {
         self.tasks
@@ -100,6 +158,8 @@ struct Samples {
     order: Vec<String>,
     index: HashMap<String, usize>,
     responses: Vec<Vec<u64>>,
+    latencies: Vec<Vec<u64>>,
+    execs: Vec<Vec<u64>>,
     misses: Vec<u64>,
 }
 
@@ -115,14 +175,18 @@ impl Samples {
                     s.index.insert(row.task.clone(), i);
                     s.order.push(row.task.clone());
                     s.responses.push(Vec::new());
+                    s.latencies.push(Vec::new());
+                    s.execs.push(Vec::new());
                     s.misses.push(0);
                     i
                 }
             };
             s.responses[i].push(row.response_ns);
+            s.latencies[i].push(row.start_ns.saturating_sub(row.release_ns));
+            s.execs[i].push(row.exec_ns);
             s.misses[i] += u64::from(row.missed);
         }
-        for r in &mut s.responses {
+        for r in s.responses.iter_mut().chain(&mut s.latencies).chain(&mut s.execs) {
             r.sort_unstable();
         }
         Ok(s)
@@ -145,8 +209,8 @@ where
             continue;
         };
         let (ra, rb) = (&a.responses[i], &b.responses[j]);
-        let sa = side(ra, a.misses[i]);
-        let sb = side(rb, b.misses[j]);
+        let sa = side(ra, &a.latencies[i], &a.execs[i], a.misses[i]);
+        let sb = side(rb, &b.latencies[j], &b.execs[j], b.misses[j]);
         let diff = sb.p50_ns as i128 - sa.p50_ns as i128;
         let (n, m) = (ra.len() as f64, rb.len() as f64);
         tasks.push(TaskComparison {
@@ -172,7 +236,8 @@ where
     })
 }
 
-fn side(sorted: &[u64], misses: u64) -> SideStats {
+/// Statistics of one task from its sorted response times, start latencies and CPU times.
+fn side(sorted: &[u64], latencies: &[u64], execs: &[u64], misses: u64) -> SideStats {
     let n = sorted.len() as u64;
     SideStats {
         jobs: n,
@@ -183,6 +248,8 @@ fn side(sorted: &[u64], misses: u64) -> SideStats {
         p90_ns: quantile(sorted, 0.9),
         p99_ns: quantile(sorted, 0.99),
         max_ns: sorted.last().copied().unwrap_or(0),
+        start_latency_p50_ns: quantile(latencies, 0.5),
+        exec_p50_ns: quantile(execs, 0.5),
     }
 }
 
@@ -325,6 +392,67 @@ mod tests {
         // The floor forgives differences up to it: x's 50 ns and y's 100 ns.
         assert_eq!(names(r.beyond(5.0, 50)), ["y"]);
         assert!(r.beyond(5.0, 100).is_empty());
+    }
+
+    fn timed(task: &str, release: u64, start: u64, finish: u64, exec: u64) -> Result<JobRow, ReadError> {
+        let mut r = row(task, finish - release, false)?;
+        (r.release_ns, r.start_ns, r.finish_ns, r.exec_ns) = (release, start, finish, exec);
+        Ok(r)
+    }
+
+    #[test]
+    fn overheads_from_start_latencies_and_cpu_times() {
+        // A: the model (no latency for `hi`, `lo` waits 100 for `hi`). B: every job starts 30
+        // later, `hi` runs 1.1× and `lo` 1.3× longer.
+        let a = vec![
+            timed("hi", 0, 0, 100, 100),
+            timed("lo", 0, 100, 300, 200),
+            timed("hi", 1000, 1000, 1100, 100),
+            timed("lo", 1000, 1100, 1300, 200),
+        ];
+        let b = vec![
+            timed("hi", 0, 30, 140, 110),
+            timed("lo", 0, 140, 400, 260),
+            timed("hi", 1000, 1030, 1140, 110),
+            timed("lo", 1000, 1140, 1400, 260),
+        ];
+        let r = compare(a, b).unwrap();
+        assert_eq!(
+            (
+                r.tasks[0].b.start_latency_p50_ns,
+                r.tasks[1].b.start_latency_p50_ns
+            ),
+            (30, 140)
+        );
+        assert_eq!((r.tasks[0].b.exec_p50_ns, r.tasks[1].a.exec_p50_ns), (110, 200));
+        let o = r.overheads();
+        assert_eq!(
+            o.wakeup_latency_ns, 30,
+            "from `hi`, which A starts at its release"
+        );
+        assert!(
+            (o.work_scale - 1.2).abs() < 1e-12,
+            "mean of the middle two ratios: {o:?}"
+        );
+        // A faster B: `lo` waits less than in A (its wait for `hi` shrank), `hi` still 30.
+        let a = vec![timed("hi", 0, 0, 100, 100), timed("lo", 0, 100, 300, 200)];
+        let b = vec![timed("hi", 0, 30, 110, 80), timed("lo", 0, 110, 270, 160)];
+        let o = compare(a, b).unwrap().overheads();
+        assert_eq!(o.wakeup_latency_ns, 30);
+        assert!((o.work_scale - 0.8).abs() < 1e-12);
+        // Every task waits in A: the smallest increase.
+        let a = vec![timed("x", 0, 50, 150, 100), timed("y", 0, 20, 220, 200)];
+        let b = vec![timed("x", 0, 90, 190, 100), timed("y", 0, 45, 245, 200)];
+        assert_eq!(compare(a, b).unwrap().overheads().wakeup_latency_ns, 25);
+        // No CPU times (e.g. hand-written CSVs): no scaling.
+        let r = compare(vec![row("x", 5, false)], vec![row("x", 7, false)]).unwrap();
+        assert_eq!(
+            r.overheads(),
+            Overheads {
+                work_scale: 1.0,
+                wakeup_latency_ns: 0
+            }
+        );
     }
 
     #[test]

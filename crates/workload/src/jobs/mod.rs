@@ -19,7 +19,7 @@ pub mod summary;
 
 use serde::Serialize;
 
-pub use self::compare::{compare, CompareReport, TaskComparison};
+pub use self::compare::{compare, CompareReport, Overheads, TaskComparison};
 pub use self::csv::{read_jobs, JobCsv, JobRow, ReadError, COLUMNS};
 pub use self::summary::{
     render_text, render_text_labelled, Percentiles, Summary, SummaryReport, TaskCounters, TaskSummary,
