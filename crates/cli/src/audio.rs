@@ -22,7 +22,8 @@ use crate::table::Table;
 pacer sim audio                                   # the paper's §6.3 run: 60 s of random voices, seed 1\n  \
 pacer sim audio --pattern square --duration 30s   # the §6.1–6.2 square wave 5 ↔ 185 voices\n  \
 pacer sim audio scenario.toml --json              # a scenario file (docs/formats/audio-scenario.md)\n  \
-pacer sim audio --csv out/                        # per-configuration job and underrun CSVs\n\n\
+pacer sim audio --csv out/                        # per-configuration job and underrun CSVs\n  \
+pacer sim audio --jitter 0.05                     # callbacks whose cost varies by 5 % (1 SD)\n\n\
 Configurations: fifo-walt (SCHED_FIFO + schedutil/WALT as on Android), fifo-max (SCHED_FIFO at the\n\
 top OPP), adaptive (SCHED_DEADLINE sized by the proactive controller, GRUB-PA), clairvoyant (the\n\
 lowest OPP that fits each callback, known in advance: a lower bound). Latency is LatencyMark's\n\
@@ -40,6 +41,11 @@ pub struct AudioArgs {
     /// Simulated time per configuration.
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// Execution-time noise: each callback's work is its voices' cost times a normal factor of
+    /// mean 1 and this relative deviation (truncated at ±3 SD), in [0, 0.3]; 0 = the paper's exact
+    /// linear cost. Its seed is the scenario's `jitter.seed` (default 1).
+    #[arg(long, value_name = "SD")]
+    pub jitter: Option<f64>,
     /// Configurations to run (comma-separated): fifo-walt, fifo-max, adaptive, clairvoyant.
     #[arg(long, value_delimiter = ',', value_parser = parse_configuration)]
     pub configurations: Option<Vec<Configuration>>,
@@ -97,6 +103,9 @@ pub fn scenario(a: &AudioArgs) -> Result<(AudioScenario, String)> {
     }
     if let Some(c) = &a.configurations {
         s.configurations = c.clone();
+    }
+    if let Some(sd) = a.jitter {
+        s.jitter.sd = sd;
     }
     s.validate(&origin)?;
     Ok((s, origin))
@@ -221,8 +230,20 @@ pub fn render(report: &AudioReport, origin: &str) -> String {
     ));
     let top = report.opps.last().map_or(0, |o| o.freq_khz / 1000);
     out.push_str(&format!(
-        "callback cost {} ns + {} ns per voice ({} voices fill the CPU at {top} MHz); {} callbacks, {} per step\n",
-        report.base_cost_ns, report.per_voice_ns, s.saturating_voices, report.callbacks, report.callbacks_per_step
+        "callback cost {} ns + {} ns per voice ({} voices fill the CPU at {top} MHz){}; {} callbacks, {} per step\n",
+        report.base_cost_ns,
+        report.per_voice_ns,
+        s.saturating_voices,
+        if s.jitter.sd > 0.0 {
+            format!(
+                ", × N(1, {}) jitter (truncated at ±3 SD, seed {})",
+                s.jitter.sd, s.jitter.seed
+            )
+        } else {
+            String::new()
+        },
+        report.callbacks,
+        report.callbacks_per_step
     ));
     out.push_str(&format!(
         "adaptive: m_m = {}, m_o = {} of the period ({:.1} µs), budget updated every {} callbacks and at each workUnits hint ({})\n\n",

@@ -137,3 +137,23 @@ fn bad_input_is_refused_with_the_file_and_field() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("unknown configuration `walt`"));
 }
+
+#[test]
+fn jitter_is_reported_and_range_checked() {
+    let o = pacer(&["sim", "audio", "--jitter", "0.05", "--duration", "3s", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["scenario"]["jitter"]["sd"], 0.05);
+    assert_eq!(v["scenario"]["jitter"]["seed"], 1);
+    let o = pacer(&["sim", "audio", "--jitter", "0.05", "--duration", "3s"]);
+    let out = text(&o.stdout);
+    assert!(out.contains("N(1, 0.05) jitter"), "{out}");
+
+    let o = pacer(&["sim", "audio", "--jitter", "0.5"]);
+    let e = text(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("jitter.sd") && e.contains("0.5"),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+}

@@ -46,6 +46,7 @@ use pacer_workload::audio::{
     bursts_needed, callback_thread, callback_workload, latency_mark, AudioClock, AudioError, AudioSink,
     HintTiming, VoiceCost, VoicePattern, VoiceSchedule,
 };
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::{Governor, JobRecord, Observer, SchedutilConfig, Sim, SimConfig, UtilSignal, WaltPolicy};
@@ -204,6 +205,48 @@ impl Default for WaltSettings {
     }
 }
 
+/// Execution-time noise of the callback: each job's work is its voices' cost times a factor drawn
+/// from a normal distribution of mean 1 and deviation `sd`, truncated to [1 − 3·sd, 1 + 3·sd]
+/// (and to ≥ 0), from a ChaCha8 stream seeded with `seed` — the variation that caches, branch
+/// history and interrupts give a real callback of fixed voices. 0 = the paper's exactly linear cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JitterSettings {
+    /// Relative standard deviation of a job's work, in [0, 0.3].
+    pub sd: f64,
+    /// Seed of the factors (recorded in the output).
+    pub seed: u64,
+}
+
+impl Default for JitterSettings {
+    fn default() -> Self {
+        JitterSettings { sd: 0.0, seed: 1 }
+    }
+}
+
+impl JitterSettings {
+    /// Largest deviation accepted: beyond it the truncation at 1 ± 3·sd would reach 0.
+    pub const MAX_SD: f64 = 0.3;
+
+    /// Each job's work: `cost(voices of job j)` times its factor.
+    pub fn works(&self, cost: &VoiceCost, schedule: &VoiceSchedule) -> Vec<u64> {
+        let nominal = (0..schedule.jobs).map(|j| cost.cost_ns(schedule.voices_of(j)));
+        if self.sd == 0.0 {
+            return nominal.collect();
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
+        // `validate` keeps sd in (0, 0.3], so the distribution is well defined.
+        let normal = rand_distr::Normal::new(1.0, self.sd).expect("validated deviation");
+        let (lo, hi) = ((1.0 - 3.0 * self.sd).max(0.0), 1.0 + 3.0 * self.sd);
+        nominal
+            .map(|w| {
+                let f: f64 = rand_distr::Distribution::sample(&normal, &mut rng);
+                (w as f64 * f.clamp(lo, hi)).round() as u64
+            })
+            .collect()
+    }
+}
+
 /// An audio experiment. Every field has a default; the defaults are the paper's §6.3 set-up
 /// (S = 48 kHz, b = 64, random voices in [5, 185] every 3 s for 60 s, seed 1, HiKey960 big CPU).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,6 +276,8 @@ pub struct AudioScenario {
     pub platform: PlatformSpec,
     pub adaptive: AdaptiveSettings,
     pub walt: WaltSettings,
+    /// Execution-time noise of the callback (none by default, as in the paper's model).
+    pub jitter: JitterSettings,
     /// Configurations to run, in order.
     pub configurations: Vec<Configuration>,
 }
@@ -254,6 +299,7 @@ impl Default for AudioScenario {
             platform: PlatformSpec::default(),
             adaptive: AdaptiveSettings::default(),
             walt: WaltSettings::default(),
+            jitter: JitterSettings::default(),
             configurations: Configuration::ALL.to_vec(),
         }
     }
@@ -338,6 +384,16 @@ impl AudioScenario {
             AudioError::SaturatingVoices(_) => bad("saturating_voices", e.to_string()),
             _ => bad("base_cost", e.to_string()),
         })?;
+        let sd = self.jitter.sd;
+        if !(sd.is_finite() && (0.0..=JitterSettings::MAX_SD).contains(&sd)) {
+            return Err(bad(
+                "jitter.sd",
+                format!(
+                    "expected a relative deviation in [0, {}], got {sd}",
+                    JitterSettings::MAX_SD
+                ),
+            ));
+        }
         if self.max_bursts == 0 {
             return Err(bad("max_bursts", "expected at least 1 burst".into()));
         }
@@ -645,6 +701,8 @@ struct Prepared {
     period_ns: u64,
     cost: VoiceCost,
     schedule: VoiceSchedule,
+    /// Each callback's work at the top OPP, ns (its voices' cost, with jitter when asked).
+    works: Vec<u64>,
     platform: Platform,
     horizon: u64,
 }
@@ -666,6 +724,7 @@ fn prepare(s: &AudioScenario, origin: &str) -> Result<Prepared, AudioScenarioErr
         clock,
         period_ns,
         cost,
+        works: s.jitter.works(&cost, &schedule),
         schedule,
         platform: s.platform(origin)?,
         horizon: s.duration.ns(),
@@ -832,7 +891,9 @@ fn simulate(
         Configuration::Adaptive => Frequency::GrubPa,
         Configuration::Clairvoyant => return clairvoyant(s, p),
     };
-    let thread = callback_thread("synth", fifo, &p.clock, &p.cost, &p.schedule, s.hint);
+    // Jittered works make every job distinct; without jitter the compact linear model is used.
+    let works = (s.jitter.sd > 0.0).then_some(p.works.as_slice());
+    let thread = callback_thread("synth", fifo, &p.clock, &p.cost, &p.schedule, s.hint, works);
     let workload = callback_workload(thread, p.horizon);
     let cfg = sim_config(s, p, &freq);
     let mut sim = Sim::new(workload, cfg).map_err(|e| run_err(e.to_string()))?;
@@ -890,7 +951,7 @@ fn simulate(
                 start_ns: r.start,
                 finish_ns: r.finish,
                 voices,
-                work_ns: p.cost.cost_ns(voices),
+                work_ns: p.works.get(r.job as usize).copied().unwrap_or(0),
                 exec_ns: r.exec,
                 freq_khz: begin.map_or(0, |b| b.1),
                 budget_ns: begin.and_then(|b| b.2),
@@ -924,7 +985,7 @@ fn clairvoyant(s: &AudioScenario, p: &Prepared) -> Result<ConfigResult, AudioSce
     let jobs: Vec<AudioJob> = (0..p.schedule.jobs)
         .map(|j| {
             let voices = p.schedule.voices_of(j);
-            let work = p.cost.cost_ns(voices);
+            let work = p.works[j as usize];
             let i = lowest_fitting_opp(&opps, work, p.period_ns);
             residency_ns[i] += p.period_ns;
             let cap = opps.get(i).map_or(top, |o| o.capacity.max(1) as u64);
@@ -1005,10 +1066,7 @@ fn judge(
         .sum::<f64>()
         / total_ns.max(1) as f64;
     let n = p.schedule.jobs.max(1) as f64;
-    let used = (0..p.schedule.jobs)
-        .map(|j| p.cost.cost_ns(p.schedule.voices_of(j)) as f64)
-        .sum::<f64>()
-        / (n * p.period_ns as f64);
+    let used = p.works.iter().map(|&w| w as f64).sum::<f64>() / (n * p.period_ns as f64);
     let budgets: Vec<u64> = jobs.iter().filter_map(|j| j.budget_ns).collect();
     let reserved = (!budgets.is_empty()).then(|| {
         budgets.iter().map(|&q| q as f64).sum::<f64>() / (budgets.len() as f64 * p.period_ns as f64)

@@ -6,7 +6,7 @@
 use pacer_model::Duration;
 use pacer_sim::audio::{
     lowest_fitting_opp, parse_audio_scenario, run_audio, AudioReport, AudioScenario, ConfigResult,
-    Configuration, OppInfo,
+    Configuration, JitterSettings, OppInfo,
 };
 use pacer_workload::audio::{HintTiming, VoicePattern};
 
@@ -269,6 +269,65 @@ margin_offset = 0.05
     let e = err("duration = \"1ms\"");
     assert!(
         e.starts_with("bad.toml: duration: expected at least one callback period"),
+        "{e}"
+    );
+}
+
+#[test]
+fn jitter_varies_each_callback_reproducibly() {
+    let scenario = |sd: f64, seed: u64| AudioScenario {
+        duration: Duration::from_secs(2),
+        step: Duration::from_secs(1),
+        pattern: VoicePattern::List { voices: vec![5, 100] },
+        configurations: vec![Configuration::FifoMax, Configuration::Clairvoyant],
+        jitter: JitterSettings { sd, seed },
+        ..AudioScenario::default()
+    };
+    let works = |r: &AudioReport, c| -> Vec<u64> { result(r, c).jobs.iter().map(|j| j.work_ns).collect() };
+    let exact = run(&scenario(0.0, 1));
+    let per_voice = exact.per_voice_ns;
+    assert!(works(&exact, Configuration::Clairvoyant)
+        .iter()
+        .zip(&result(&exact, Configuration::Clairvoyant).jobs)
+        .all(|(&w, j)| w == j.voices * per_voice));
+
+    let r = run(&scenario(0.1, 7));
+    let w = works(&r, Configuration::Clairvoyant);
+    // Both configurations run the same jittered callbacks, and the simulated one executes them
+    // (at the top OPP, CPU time = work).
+    assert_eq!(works(&r, Configuration::FifoMax), w);
+    assert!(result(&r, Configuration::FifoMax)
+        .jobs
+        .iter()
+        .all(|j| j.exec_ns.abs_diff(j.work_ns) <= 1));
+    let jobs = &result(&r, Configuration::Clairvoyant).jobs;
+    let ratios: Vec<f64> = jobs
+        .iter()
+        .map(|j| j.work_ns as f64 / (j.voices * per_voice) as f64)
+        .collect();
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &f| (a.min(f), b.max(f)));
+    // Rounding to whole nanoseconds moves a 5-voice (≈30 µs) job by up to 2e-5 of itself.
+    assert!(
+        lo >= 0.7 - 1e-4 && hi <= 1.3 + 1e-4,
+        "truncated at ±3 SD: {lo}..{hi}"
+    );
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    let sd = (ratios.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / ratios.len() as f64).sqrt();
+    assert!(
+        (mean - 1.0).abs() < 0.01 && (sd - 0.1).abs() < 0.01,
+        "mean {mean}, sd {sd}"
+    );
+    // Seeded: the same seed repeats the factors, another seed changes them.
+    assert_eq!(works(&run(&scenario(0.1, 7)), Configuration::Clairvoyant), w);
+    assert_ne!(works(&run(&scenario(0.1, 8)), Configuration::Clairvoyant), w);
+
+    let e = parse_audio_scenario("[jitter]\nsd = 0.5\n", "j.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("j.toml") && e.contains("jitter.sd") && e.contains("0.5"),
         "{e}"
     );
 }

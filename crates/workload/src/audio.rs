@@ -321,6 +321,9 @@ pub enum HintTiming {
 /// period T on an absolute timer, announcing the voices with [`Event::WorkUnits`] (see
 /// [`HintTiming`]); cooperative (job begin/end reach the adaptation engine), judged against the
 /// soft deadline b/S.
+///
+/// `works`, when given, is each job's own work in ns (e.g. the cost with execution-time jitter),
+/// indexed by job; the hints still announce the voices of `schedule`.
 pub fn callback_thread(
     name: &str,
     policy: Policy,
@@ -328,9 +331,10 @@ pub fn callback_thread(
     cost: &VoiceCost,
     schedule: &VoiceSchedule,
     hint: HintTiming,
+    works: Option<&[u64]>,
 ) -> ThreadSpec {
     let period = Duration(clock.period_ns());
-    let run = Event::Run { work: cost.work() };
+    let linear = cost.work();
     let timer = Event::Timer {
         timer: TimerId(0),
         period,
@@ -338,10 +342,10 @@ pub fn callback_thread(
     };
     // One job's events: an optional hint before its work, the work, an optional hint after it,
     // the timer that ends the job.
-    let job = |before: Option<u64>, after: Option<u64>| {
+    let job = |before: Option<u64>, after: Option<u64>, work: &Work| {
         let mut ev = Vec::with_capacity(4);
         ev.extend(before.map(|units| Event::WorkUnits { units }));
-        ev.push(run.clone());
+        ev.push(Event::Run { work: work.clone() });
         ev.extend(after.map(|units| Event::WorkUnits { units }));
         ev.push(timer.clone());
         ev
@@ -357,6 +361,7 @@ pub fn callback_thread(
         }
     };
     let steps = schedule.voices.len();
+    let mut first_job = 0u64;
     for s in 0..steps {
         let n = schedule.jobs_in_step(s);
         if n == 0 {
@@ -371,13 +376,25 @@ pub fn callback_thread(
         // callback can); later changes follow `hint`.
         let before = (s == 0 || (changed && hint == HintTiming::Inline)).then_some(v);
         let after = next.filter(|_| hint == HintTiming::Ahead);
-        if n == 1 {
-            push(1, job(before, after));
-        } else {
-            push(1, job(before, None));
-            push(n - 2, job(None, None));
-            push(1, job(None, after));
+        match works {
+            Some(works) => {
+                for k in 0..n {
+                    let ns = works.get((first_job + k) as usize).copied().unwrap_or(0);
+                    let work = Work::Fixed { ns: Duration(ns) };
+                    push(
+                        1,
+                        job(before.filter(|_| k == 0), after.filter(|_| k + 1 == n), &work),
+                    );
+                }
+            }
+            None if n == 1 => push(1, job(before, after, &linear)),
+            None => {
+                push(1, job(before, None, &linear));
+                push(n - 2, job(None, None, &linear));
+                push(1, job(None, after, &linear));
+            }
         }
+        first_job += n;
     }
     ThreadSpec {
         name: name.to_string(),
@@ -588,25 +605,46 @@ mod tests {
             voices: vec![5, 185, 185],
         };
         // Walk the program and list (job, units announced before that job's run).
-        let walk = |hint| {
-            let th = callback_thread("cb", Policy::Fifo { priority: 10 }, &clock, &cost, &sched, hint);
+        let works: Vec<u64> = (0..8).map(|j| 1000 + j).collect();
+        let walk_with = |hint, works: Option<&[u64]>| {
+            let th = callback_thread(
+                "cb",
+                Policy::Fifo { priority: 10 },
+                &clock,
+                &cost,
+                &sched,
+                hint,
+                works,
+            );
             let mut cur = Cursor::default();
-            let (mut job, mut hints, mut runs) = (0u64, Vec::new(), 0u64);
+            let (mut job, mut hints, mut runs, mut fixed) = (0u64, Vec::new(), 0u64, Vec::new());
             loop {
                 match cur.advance(&th) {
                     Step::Done => break,
                     Step::Event(Event::WorkUnits { units }) => hints.push((job, runs, *units)),
-                    Step::Event(Event::Run { .. }) => runs += 1,
+                    Step::Event(Event::Run { work }) => {
+                        runs += 1;
+                        if let Work::Fixed { ns } = work {
+                            fixed.push(ns.0);
+                        }
+                    }
                     Step::Event(Event::Timer { .. }) => job += 1,
                     _ => {}
                 }
             }
-            (job, runs, hints)
+            ((job, runs, hints), fixed)
         };
+        let walk = |hint| walk_with(hint, None).0;
         // Ahead: 5 before job 0 runs; 185 after job 2's run (before job 3); no repeat for step 2.
         assert_eq!(walk(HintTiming::Ahead), (8, 8, vec![(0, 0, 5), (2, 3, 185)]));
         // Inline: 185 at the start of job 3, before its run.
         assert_eq!(walk(HintTiming::Inline), (8, 8, vec![(0, 0, 5), (3, 3, 185)]));
+        // Per-job works: the same jobs and hints, each job running its own work.
+        for hint in [HintTiming::Ahead, HintTiming::Inline] {
+            let (shape, fixed) = walk_with(hint, Some(&works));
+            assert_eq!(shape, walk(hint));
+            assert_eq!(fixed, works);
+        }
         // One-job steps: every callback both runs and announces the next.
         let sched = VoiceSchedule {
             step_jobs: 1,
@@ -620,6 +658,7 @@ mod tests {
             &cost,
             &sched,
             HintTiming::Ahead,
+            None,
         );
         let events: Vec<_> = th.phases.iter().flat_map(|p| p.events.iter()).collect();
         let units: Vec<u64> = events
