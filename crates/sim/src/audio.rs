@@ -46,6 +46,7 @@ use pacer_workload::audio::{
     bursts_needed, callback_thread, callback_workload, latency_mark, AudioClock, AudioError, AudioSink,
     HintTiming, VoiceCost, VoicePattern, VoiceSchedule,
 };
+use pacer_workload::Work;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
@@ -207,7 +208,7 @@ impl Default for WaltSettings {
 
 /// Execution-time noise of the callback: each job's work is its voices' cost times a factor drawn
 /// from a normal distribution of mean 1 and deviation `sd`, truncated to [1 − 3·sd, 1 + 3·sd]
-/// (and to ≥ 0), from a ChaCha8 stream seeded with `seed` — the variation that caches, branch
+/// (rejection-sampled), from a ChaCha8 stream seeded with `seed` — the variation that caches, branch
 /// history and interrupts give a real callback of fixed voices. 0 = the paper's exactly linear cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -228,20 +229,24 @@ impl JitterSettings {
     /// Largest deviation accepted: beyond it the truncation at 1 ± 3·sd would reach 0.
     pub const MAX_SD: f64 = 0.3;
 
-    /// Each job's work: `cost(voices of job j)` times its factor.
+    /// Each job's work: `cost(voices of job j)` times its factor, drawn by the workload crate's
+    /// truncated normal ([`Work::normal`], rejection-sampled) so the noise model is the one task
+    /// sets use for `normal:M,S`.
     pub fn works(&self, cost: &VoiceCost, schedule: &VoiceSchedule) -> Vec<u64> {
         let nominal = (0..schedule.jobs).map(|j| cost.cost_ns(schedule.voices_of(j)));
         if self.sd == 0.0 {
             return nominal.collect();
         }
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
-        // `validate` keeps sd in (0, 0.3], so the distribution is well defined.
-        let normal = rand_distr::Normal::new(1.0, self.sd).expect("validated deviation");
-        let (lo, hi) = ((1.0 - 3.0 * self.sd).max(0.0), 1.0 + 3.0 * self.sd);
+        let k = 3.0 * self.sd;
         nominal
             .map(|w| {
-                let f: f64 = rand_distr::Distribution::sample(&normal, &mut rng);
-                (w as f64 * f.clamp(lo, hi)).round() as u64
+                let scaled = |f: f64| Duration((w as f64 * f).round() as u64);
+                match Work::normal(Duration(w), scaled(self.sd), scaled(1.0 - k), scaled(1.0 + k)) {
+                    Ok(work) => work.sample(&mut rng).0,
+                    // A callback too cheap for its deviation to reach 1 ns has nothing to vary.
+                    Err(_) => w,
+                }
             })
             .collect()
     }
@@ -951,7 +956,11 @@ fn simulate(
                 start_ns: r.start,
                 finish_ns: r.finish,
                 voices,
-                work_ns: p.works.get(r.job as usize).copied().unwrap_or(0),
+                work_ns: p
+                    .works
+                    .get(r.job as usize)
+                    .copied()
+                    .unwrap_or(p.cost.cost_ns(voices)),
                 exec_ns: r.exec,
                 freq_khz: begin.map_or(0, |b| b.1),
                 budget_ns: begin.and_then(|b| b.2),

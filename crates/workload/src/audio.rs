@@ -323,7 +323,8 @@ pub enum HintTiming {
 /// soft deadline b/S.
 ///
 /// `works`, when given, is each job's own work in ns (e.g. the cost with execution-time jitter),
-/// indexed by job; the hints still announce the voices of `schedule`.
+/// indexed by job; jobs past its end run the linear cost. The hints still announce the voices of
+/// `schedule`.
 pub fn callback_thread(
     name: &str,
     policy: Policy,
@@ -379,8 +380,9 @@ pub fn callback_thread(
         match works {
             Some(works) => {
                 for k in 0..n {
-                    let ns = works.get((first_job + k) as usize).copied().unwrap_or(0);
-                    let work = Work::Fixed { ns: Duration(ns) };
+                    let work = works
+                        .get((first_job + k) as usize)
+                        .map_or(linear.clone(), |&ns| Work::Fixed { ns: Duration(ns) });
                     push(
                         1,
                         job(before.filter(|_| k == 0), after.filter(|_| k + 1 == n), &work),
