@@ -1,9 +1,10 @@
 //! Cost and accuracy of the LFS++ period analyser (lfspp-legacy-multimedia.txt §5.2, eq. 3 and
-//! 5; experiments of §7.4). Timed: a whole analysis of a 1 s window for 25–1140 wake-ups, the
-//! spectrum alone by the fast recurrence and by one sin/cos per (event, frequency) pair, and
-//! the sliding-window accumulator (one event in and out, and an analysis). Printed first (not
-//! timed): the period error versus observation window and jitter, and versus the impairments of
-//! real traces, over 20 seeded traces per cell.
+//! 5; experiments of §7.4). Timed: a whole analysis of a 1 s window for 25–1140 wake-ups and of
+//! 5, 10 and 30 s windows (where the analyser samples the spectrum more finely), the spectrum
+//! alone by the fast recurrence and by one sin/cos per (event, frequency) pair, and the
+//! sliding-window accumulator (one event in and out, and an analysis). Printed first (not
+//! timed): the period error versus observation window (0.2–30 s) and jitter, and versus the
+//! impairments of real traces, over 20 seeded traces per cell.
 //!
 //! `cargo bench -p pacer-adapt --bench period`
 
@@ -89,7 +90,7 @@ fn accuracy(_: &mut Criterion) {
         print!(" {:>21}", format!("σ = {j} ms"));
     }
     println!();
-    for w in [0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0] {
+    for w in [0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0] {
         print!("{:>6}s", w);
         for j in jitters {
             let (mean, max, miss) = errors(p, (0..SEEDS).map(|s| train(p, &[0.0, 0.2], j, 0.0, w, s)));
@@ -206,5 +207,25 @@ fn accumulator(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, accuracy, analyse, spectrum, accumulator);
+/// Long windows of the 10 ms, 3-wake-up task: the spectrum is sampled `⌈2Hδf⌉` times more finely
+/// from 5 s on (`AnalysisOptions::window_aware`), so the cost grows with H², not H.
+fn analyse_long(c: &mut Criterion) {
+    let cfg = PeriodConfig::default();
+    let mut g = c.benchmark_group("period/analyse-long");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for w in [5.0, 10.0, 30.0] {
+        let ts = train(10.0, &[0.0, 0.1, 0.25], 0.1, 0.0, w, 1);
+        g.throughput(Throughput::Elements(ts.len() as u64));
+        g.bench_with_input(
+            BenchmarkId::new(format!("10ms-k3-{w}s"), ts.len()),
+            &ts,
+            |b, ts| b.iter(|| black_box(period::analyse(ts, &cfg))),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, accuracy, analyse, analyse_long, spectrum, accumulator);
 criterion_main!(benches);

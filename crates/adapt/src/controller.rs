@@ -24,7 +24,7 @@ use pacer_model::reservation::{DEFAULT_PERIOD_MAX, DEFAULT_PERIOD_MIN, DL_MIN_RU
 use pacer_model::{Policy, ReservationFlags};
 use serde::Serialize;
 
-use crate::kernel::{AppEvent, Controller, DlState, Kernel, KernelError, Tid};
+use crate::kernel::{AppEvent, Controller, DlState, Kernel, KernelError, Tid, Wakeup};
 use crate::period::{self, PeriodConfig, PeriodEstimate};
 use crate::power::{ModeChange, PowerAction, PowerConfig, PowerError, PowerInputs, PowerManager, Reserved};
 use crate::predictor::{Percentile, Predictor, PredictorError, WorkUnitsTable};
@@ -324,7 +324,8 @@ pub struct LegacyConfig {
     pub recheck_ns: u64,
     /// Period analyser parameters (default: the analyser's own defaults).
     pub period: PeriodConfig,
-    /// Minimum analyser confidence to adopt a period (default 0: any `Periodic` answer).
+    /// Minimum analyser confidence to adopt a period (default
+    /// [`period::DEFAULT_MIN_CONFIDENCE`]).
     pub min_confidence: f64,
     /// A re-detected period within this relative distance of the current one is not a change
     /// (default 5 %): avoids resetting the loop on estimation jitter.
@@ -355,7 +356,7 @@ impl Default for LegacyConfig {
             window_ns: 1_000_000_000,
             recheck_ns: 10_000_000_000,
             period: PeriodConfig::default(),
-            min_confidence: 0.0,
+            min_confidence: period::DEFAULT_MIN_CONFIDENCE,
             period_tolerance: 0.05,
             sampling_ns: 1_000_000_000,
             history: 16,
@@ -405,6 +406,44 @@ impl LegacyConfig {
 /// [`period::analyse`]; tests and hosts with out-of-band knowledge inject their own.
 pub type Detector = Box<dyn Fn(&[u64]) -> PeriodEstimate + Send>;
 
+/// Which of a thread's wake-ups a period analysis ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WakeupSource {
+    /// Only those raised by a timer ([`Wakeup::timer`]).
+    Timer,
+    /// All of them.
+    All,
+}
+
+/// Fewest timer-raised wake-ups in the window for [`detect_marked`] to analyse them alone: the
+/// analyser's own minimum event count ([`period::AnalysisOptions::min_events`]) plus margin, so
+/// that a thread with only a few timeouts among its other wake-ups is not judged on those.
+pub const MIN_TIMER_WAKEUPS: usize = 8;
+
+/// Detects a period on the wake-ups that are the cleanest evidence of it. A timer's wake-up
+/// happens at the expiry whatever the load; the others (another thread's signal, an I/O
+/// completion, the end of a job's computation) move with the interference, and a thread that
+/// runs late loses wake-ups of either kind. So when the window holds at least
+/// [`MIN_TIMER_WAKEUPS`] timer wake-ups, `detector` runs on those alone; when it has fewer, or
+/// finds them not periodic (a thread woken by timeouts that are not its activations), it runs
+/// on all of them. Without origin marks ([`Kernel::drain_wakeups_marked`]'s default) this is
+/// `detector` on all wake-ups.
+pub fn detect_marked(
+    detector: &dyn Fn(&[u64]) -> PeriodEstimate,
+    wakeups: &[Wakeup],
+) -> (PeriodEstimate, WakeupSource) {
+    let timer: Vec<u64> = wakeups.iter().filter(|w| w.timer).map(|w| w.t_ns).collect();
+    if timer.len() >= MIN_TIMER_WAKEUPS {
+        let est = detector(&timer);
+        if est.is_periodic() {
+            return (est, WakeupSource::Timer);
+        }
+    }
+    let all: Vec<u64> = wakeups.iter().map(|w| w.t_ns).collect();
+    (detector(&all), WakeupSource::All)
+}
+
 /// Where a thread is in the LFS++ pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -427,6 +466,8 @@ pub struct LegacyThreadStatus {
     /// Detected (or configured) period P, ns.
     pub period_ns: Option<u64>,
     pub confidence: Option<f64>,
+    /// The wake-ups the last analysis ran on ([`detect_marked`]).
+    pub detection_source: Option<WakeupSource>,
     /// Why the last analysis did not give (or change) a period.
     pub detection_note: Option<String>,
     /// The sampling period S in use, ns.
@@ -465,9 +506,10 @@ struct LegacyThread {
     /// The next analysis is that confirmation: its period replaces the first one even within
     /// `period_tolerance`.
     confirming: bool,
-    wakeups: VecDeque<u64>,
+    wakeups: VecDeque<Wakeup>,
     period: Option<u64>,
     confidence: Option<f64>,
+    source: Option<WakeupSource>,
     note: Option<String>,
     next_check: u64,
     sampling: u64,
@@ -595,6 +637,7 @@ impl LegacyController {
                 wakeups: VecDeque::new(),
                 period: None,
                 confidence: None,
+                source: None,
                 note: None,
                 next_check: 0,
                 sampling: 0,
@@ -639,6 +682,7 @@ impl LegacyController {
                 phase: th.phase,
                 period_ns: th.period,
                 confidence: th.confidence,
+                detection_source: th.source,
                 detection_note: th.note.clone(),
                 sampling_ns: th.period.map(|_| th.sampling),
                 requested_ns: th.request,
@@ -705,7 +749,7 @@ impl LegacyController {
         }
         if th.opts.known_period.is_none() {
             let mut fresh = Vec::new();
-            match k.drain_wakeups(tid, &mut fresh) {
+            match k.drain_wakeups_marked(tid, &mut fresh) {
                 Ok(()) => th.wakeups.extend(fresh),
                 Err(e) => th.slot.kernel_error(&e),
             }
@@ -720,7 +764,7 @@ impl LegacyController {
                 th.next_check = now.saturating_add(cfg.window_ns);
             }
             let horizon = now.saturating_sub(cfg.window_ns);
-            while th.wakeups.front().is_some_and(|&t| t < horizon) {
+            while th.wakeups.front().is_some_and(|w| w.t_ns < horizon) {
                 th.wakeups.pop_front();
             }
             let due = match th.period {
@@ -730,7 +774,8 @@ impl LegacyController {
             if due && !th.slot.gone {
                 th.next_check = now.saturating_add(cfg.recheck_ns);
                 let force = std::mem::take(&mut th.confirming);
-                let est = (self.detector)(th.wakeups.make_contiguous());
+                let (est, source) = detect_marked(&*self.detector, th.wakeups.make_contiguous());
+                th.source = Some(source);
                 match est {
                     PeriodEstimate::Periodic {
                         period_ns,

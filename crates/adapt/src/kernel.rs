@@ -68,6 +68,19 @@ pub enum AppEvent {
     },
 }
 
+/// A traced wake-up and what raised it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Wakeup {
+    /// When the thread was woken, ns (the clock of [`Kernel::now`]).
+    pub t_ns: u64,
+    /// Raised by a timer expiry (clock_nanosleep, timerfd, a periodic timer's release) rather
+    /// than by another thread or an I/O completion. A timer wake-up is the cleanest evidence of
+    /// a period: its time does not move with the load, while the others follow the threads and
+    /// devices that raise them. `false` also when the kernel cannot tell; what each kernel
+    /// counts as a timer is documented with its implementation.
+    pub timer: bool,
+}
+
 /// Sensors and actuators of a kernel.
 pub trait Kernel {
     /// Monotonic time, ns.
@@ -82,6 +95,15 @@ pub trait Kernel {
     fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError>;
     /// Appends the wake-up timestamps (ns) recorded since the last call to `out`.
     fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError>;
+    /// [`drain_wakeups`](Self::drain_wakeups) with each wake-up's origin; it drains the same
+    /// records (a wake-up is handed out by one of the two, once). The default implementation,
+    /// for kernels that cannot tell, marks none as a timer's.
+    fn drain_wakeups_marked(&mut self, t: Tid, out: &mut Vec<Wakeup>) -> Result<(), KernelError> {
+        let mut ts = Vec::new();
+        self.drain_wakeups(t, &mut ts)?;
+        out.extend(ts.into_iter().map(|t_ns| Wakeup { t_ns, timer: false }));
+        Ok(())
+    }
     /// Current SCHED_DEADLINE state, `None` when the thread is not under SCHED_DEADLINE.
     fn dl_state(&self, t: Tid) -> Result<Option<DlState>, KernelError>;
     /// Current policy.

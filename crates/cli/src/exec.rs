@@ -15,7 +15,11 @@ use pacer_adapt::supervisor::AllocationStatus;
 use pacer_adapt::Compression;
 use pacer_linux::control::{self, Session, SessionConfig, SessionStatus};
 use pacer_linux::guardian::{self, Guardian};
+use pacer_linux::ledger;
+use pacer_linux::procfs;
+use pacer_linux::sched::LinuxError;
 use pacer_linux::signals::{self, SignalFd};
+use pacer_model::text::escape_control;
 use pacer_model::Duration;
 use serde_json::json;
 
@@ -30,9 +34,12 @@ every sampling period measures the CPU time the thread used, predicts the next d
 supervisor, which keeps Σ Q/P within the kernel's admission limit. Reservations carry \
 SCHED_FLAG_RESET_ON_FORK, so reserved threads can still create threads and processes.
 
-Threads already under SCHED_FIFO/RR/DEADLINE are left alone. On exit, Ctrl-C, SIGTERM or SIGHUP \
-every thread gets its original policy back; if pacer is killed outright, a guardian process \
-restores them. The program keeps running after pacer stops controlling it.
+Threads already under SCHED_FIFO/RR/DEADLINE are left alone, and so is a thread that changes its \
+own policy while controlled. On exit, Ctrl-C, SIGTERM or SIGHUP every thread gets its whole \
+original scheduling state back (policy, flags, nice, priority, affinity); if pacer is killed \
+outright, a guardian process restores them (pacer starts a new guardian if that one dies); if both \
+are killed, `pacer doctor --repair` restores them from the session's ledger in /run/pacer. The \
+program keeps running after pacer stops controlling it. Refuses kernel threads, PID 1 and itself.
 
 Needs root (SCHED_DEADLINE and tracefs). Status: a live table on a terminal, the final table \
 otherwise; --json prints one JSON object per line (\"status\" every --status-every, then \"exit\").";
@@ -79,9 +86,10 @@ pub struct ControlArgs {
     /// Set SCHED_FLAG_RECLAIM (GRUB: reserved threads may use idle bandwidth).
     #[arg(long)]
     reclaim: bool,
-    /// Minimum analyser confidence (0–1) to adopt a detected period.
-    #[arg(long, default_value_t = 0.0)]
-    min_confidence: f64,
+    /// Minimum analyser confidence (0–1) to adopt a detected period [default: the analyser's
+    /// calibrated minimum, see docs/exec.md]. 0 adopts any period the analyser reports.
+    #[arg(long)]
+    min_confidence: Option<f64>,
     /// Stop controlling after this long (the program keeps running).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -124,9 +132,99 @@ pub struct AttachArgs {
 }
 
 #[derive(ClapArgs, Debug)]
-pub struct GuardianArgs {}
+pub struct GuardianArgs {
+    /// pacer's process id: the guardian restores as soon as that process is gone, even if the
+    /// pipe stays open.
+    #[arg(long)]
+    watch: Option<u32>,
+    /// The session's ledger, deleted once every thread is restored (see `pacer doctor`).
+    #[arg(long)]
+    ledger: Option<PathBuf>,
+}
+
+/// Checks that `v` lies in `lo..=hi` (or `lo < v` when `open_low`), naming the flag and the range.
+fn check_range(flag: &str, v: f64, lo: f64, hi: f64, open_low: bool, unit: &str) -> Result<()> {
+    let ok = v.is_finite() && (if open_low { v > lo } else { v >= lo }) && v <= hi;
+    if !ok {
+        let low = if open_low {
+            format!("above {lo}")
+        } else {
+            format!("from {lo}")
+        };
+        bail!("{flag} {v}: expected a number {low} to {hi}{unit}");
+    }
+    Ok(())
+}
+
+fn check_duration(flag: &str, d: Duration, lo: Duration, hi: Duration) -> Result<()> {
+    if d < lo || d > hi {
+        bail!(
+            "{flag} {}: expected a duration from {} to {}",
+            d.approx(),
+            lo.approx(),
+            hi.approx()
+        );
+    }
+    Ok(())
+}
+
+/// Every option range-checked before anything starts, each error naming the flag and the range.
+fn validate(a: &ControlArgs) -> Result<()> {
+    use pacer_model::reservation::{DEFAULT_PERIOD_MAX, DEFAULT_PERIOD_MIN};
+    let ms = Duration::from_ms;
+    if let Some(p) = a.period {
+        // The kernel's sched_deadline_period_{min,max}_us defaults.
+        check_duration("--period", p, DEFAULT_PERIOD_MIN, DEFAULT_PERIOD_MAX)?;
+    }
+    check_duration("--tick", a.tick, ms(1), ms(10_000))?;
+    check_duration("--window", a.window, ms(100), ms(60_000))?;
+    if a.window < a.tick {
+        bail!(
+            "--window {} is shorter than --tick {}: the analyser would never get a full window",
+            a.window.approx(),
+            a.tick.approx()
+        );
+    }
+    check_duration("--sampling", a.sampling, a.tick.max(ms(10)), ms(60_000))?;
+    check_range("--spread", a.spread, 0.0, 10.0, false, "")?;
+    check_range("--history", a.history as f64, 1.0, 10_000.0, false, " samples")?;
+    check_range("--percentile", a.percentile, 0.0, 1.0, true, "")?;
+    check_range(
+        "--max-bandwidth",
+        a.max_bandwidth,
+        0.0,
+        1.0,
+        true,
+        " (a fraction of one CPU)",
+    )?;
+    if let Some(b) = a.bound {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        check_range(
+            "--bound",
+            b,
+            0.01,
+            cpus,
+            false,
+            " CPUs (this machine has that many)",
+        )?;
+    }
+    if let Some(c) = a.min_confidence {
+        check_range("--min-confidence", c, 0.0, 1.0, false, "")?;
+    }
+    if let Some(d) = a.duration {
+        if d < ms(1) {
+            bail!("--duration {}: expected a duration of at least 1ms", d.approx());
+        }
+    }
+    if let Some(d) = a.status_every {
+        check_duration("--status-every", d, ms(10), Duration::from_secs(24 * 3600))?;
+    }
+    Ok(())
+}
 
 fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
+    validate(a)?;
+    let defaults = LegacyConfig::default();
     let legacy = LegacyConfig {
         tick_ns: a.tick.0,
         window_ns: a.window.0,
@@ -137,20 +235,15 @@ fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
         max_bandwidth: a.max_bandwidth,
         bound: a.bound,
         reclaim: a.reclaim,
-        min_confidence: a.min_confidence,
+        min_confidence: a.min_confidence.unwrap_or(defaults.min_confidence),
         compression: match a.compression {
             CompressionArg::Proportional => Compression::Proportional,
             CompressionArg::Weighted => Compression::Weighted,
             CompressionArg::Priority => Compression::PriorityOrdered,
         },
-        ..LegacyConfig::default()
+        ..defaults
     };
     legacy.validate().context("invalid controller options")?;
-    if let Some(b) = a.bound {
-        if !(b.is_finite() && b > 0.0) {
-            bail!("--bound must be a positive number of CPUs, got {b}");
-        }
-    }
     Ok(SessionConfig {
         legacy,
         names: a.threads.clone(),
@@ -159,11 +252,45 @@ fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
     })
 }
 
-fn start_guardian() -> Result<Guardian> {
-    let exe: PathBuf = std::env::current_exe().context("locating pacer's own binary for the guardian")?;
+/// Refuses processes pacer must never control: kernel threads, init, pacer itself.
+fn check_target(pid: u32) -> Result<()> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| escape_control(s.trim()))
+        .unwrap_or_default();
+    if pid == std::process::id() {
+        bail!("PID {pid} is this pacer process: pacer does not control itself");
+    }
+    if pid == 1 {
+        bail!("PID 1 ({comm}) is the init process: pacer does not control it");
+    }
+    if procfs::is_kernel_thread(pid) == Some(true) {
+        bail!("PID {pid} ({comm}) is a kernel thread: pacer controls user programs only");
+    }
+    Ok(())
+}
+
+fn start_guardian() -> Result<Guardian, LinuxError> {
+    let exe: PathBuf = std::env::current_exe().map_err(|e| LinuxError::Io {
+        path: "/proc/self/exe".into(),
+        source: e,
+    })?;
     let mut cmd = Command::new(exe);
-    cmd.arg("guardian");
-    Guardian::spawn(cmd).context("starting the guardian process")
+    cmd.arg("guardian")
+        .arg("--watch")
+        .arg(std::process::id().to_string());
+    if let Some(l) = ledger::Ledger::new(&ledger::dir()) {
+        cmd.arg("--ledger").arg(&l.path);
+    }
+    Guardian::spawn(cmd)
+}
+
+/// The session with its guardian (restarted if it dies) and its ledger.
+fn start_session(pidfd: pacer_linux::procfs::Pidfd, cfg: SessionConfig) -> Result<Session> {
+    let guardian = start_guardian().context("starting the guardian process")?;
+    let session = Session::new(pidfd, cfg, Some(guardian))?
+        .with_guardian_respawn(Box::new(start_guardian))
+        .with_ledger(&ledger::dir())?;
+    Ok(session)
 }
 
 /// How the loop ended.
@@ -171,6 +298,8 @@ enum End {
     Exited(Option<std::process::ExitStatus>),
     Signal(i32),
     Duration,
+    /// The guardian died and no new one could be started: everything was given back.
+    Unguarded(String),
 }
 
 pub fn exec(args: ExecArgs) -> Result<u8> {
@@ -182,9 +311,8 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
     let mut child =
         signals::spawn_unblocked(&mut cmd).with_context(|| format!("cannot run {:?}", args.command[0]))?;
     let pidfd = control::open_process(child.id()).context("opening the new process")?;
-    let guardian = start_guardian()?;
-    let session = Session::new(pidfd, cfg, Some(guardian))?;
-    let label = args.command.join(" ");
+    let session = start_session(pidfd, cfg)?;
+    let label = escape_control(&args.command.join(" "));
     let end = run_loop(session, &sigs, &args.control, &label, || {
         child.try_wait().ok().flatten()
     })?;
@@ -197,6 +325,7 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
         }
         End::Signal(s) => 128 + s as u8,
         End::Duration => 0,
+        End::Unguarded(_) => 1,
     })
 }
 
@@ -204,22 +333,26 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     let cfg = session_config(&args.control)?;
     let sigs = SignalFd::new(&signals::TERMINATING).context("setting up signal handling")?;
     let pidfd = control::open_process(args.pid).context("pacer attach")?;
+    check_target(args.pid).context("pacer attach")?;
     control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
-    let guardian = start_guardian()?;
     let label = std::fs::read_to_string(format!("/proc/{}/comm", args.pid))
-        .map(|s| s.trim().to_string())
+        .map(|s| escape_control(s.trim()))
         .unwrap_or_default();
-    let session = Session::new(pidfd, cfg, Some(guardian))?;
+    let session = start_session(pidfd, cfg)?;
     let end = run_loop(session, &sigs, &args.control, &label, || None)?;
     Ok(match end {
         End::Signal(s) => 128 + s as u8,
+        End::Unguarded(_) => 1,
         _ => 0,
     })
 }
 
 /// `pacer guardian` (hidden): reads the protocol on stdin; see `pacer_linux::guardian`.
-pub fn guardian(_: GuardianArgs) -> Result<u8> {
-    let report = guardian::serve(std::io::stdin().lock()).context("guardian: reading from pacer")?;
+pub fn guardian(args: GuardianArgs) -> Result<u8> {
+    // A pidfd taken while pacer runs; if pacer is already gone, the pipe's end of file says so.
+    let watch = args.watch.and_then(|p| pacer_linux::procfs::Pidfd::open(p).ok());
+    let report = guardian::serve_watching(std::io::stdin().as_raw_fd(), watch.as_ref())
+        .context("guardian: reading from pacer")?;
     if !report.clean && (!report.restored.is_empty() || !report.failed.is_empty()) {
         eprintln!(
             "pacer guardian: pacer exited without releasing its threads; restored {:?}{}",
@@ -230,6 +363,18 @@ pub fn guardian(_: GuardianArgs) -> Result<u8> {
                 format!(", could not restore {:?}", report.failed)
             }
         );
+    }
+    if !report.clean && report.failed.is_empty() {
+        // Only pacer's own ledger: the file must name the process this guardian watched.
+        if let (Some(path), Some(pid)) = (&args.ledger, args.watch) {
+            let ours = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| ledger::Ledger::parse(path, &t))
+                .filter(|l| l.pacer.pid == pid);
+            if let Some(l) = ours {
+                let _ = l.remove();
+            }
+        }
     }
     Ok(if report.failed.is_empty() { 0 } else { 1 })
 }
@@ -248,14 +393,22 @@ fn run_loop(
     let tick = session.tick_ns();
     let mut next_status = status_every;
     let mut drawn_lines = 0usize;
-    let mut warned_guardian = false;
     let end = loop {
         session.tick();
-        if let Some(p) = session.guardian_problem() {
-            if !warned_guardian {
-                eprintln!("pacer: warning: {p}; threads will not be restored if pacer is killed");
-                warned_guardian = true;
+        for n in session.take_notices() {
+            if a.json {
+                print_json_line(json!({"type": "notice", "message": n}))?;
+            } else {
+                if tty && drawn_lines > 0 {
+                    // Keep the notice above the live table.
+                    eprint!("\x1b[{drawn_lines}A\x1b[J");
+                    drawn_lines = 0;
+                }
+                eprintln!("pacer: {n}");
             }
+        }
+        if let Some(why) = session.fatal() {
+            break End::Unguarded(why.to_string());
         }
         let elapsed = start.elapsed().as_nanos() as u64;
         if periodic_output && elapsed >= next_status {
@@ -294,6 +447,7 @@ fn run_loop(
         End::Exited(_) => "the program exited".to_string(),
         End::Signal(s) => format!("signal {s} received"),
         End::Duration => "--duration elapsed".to_string(),
+        End::Unguarded(why) => why.clone(),
     };
     if a.json {
         print_json_line(json!({"type": "exit", "reason": why, "status": last, "release": report}))?;
@@ -305,7 +459,7 @@ fn run_loop(
         eprintln!(
             "pacer: {why}; restored the original policy of {} thread(s){}",
             report.restored.len(),
-            if matches!(end, End::Exited(_)) {
+            if matches!(end, End::Exited(_)) || last.threads.is_empty() {
                 String::new()
             } else {
                 format!("; PID {} keeps running", last.pid)
@@ -395,7 +549,7 @@ fn render(st: &SessionStatus, label: &str) -> String {
                 };
                 vec![
                     th.tid.to_string(),
-                    th.name.clone(),
+                    escape_control(&th.name),
                     state.to_string(),
                     period(c.period_ns),
                     c.confidence.map_or("-".into(), |v| format!("{v:.2}")),
@@ -414,7 +568,7 @@ fn render(st: &SessionStatus, label: &str) -> String {
             }
             (None, skipped) => vec![
                 th.tid.to_string(),
-                th.name.clone(),
+                escape_control(&th.name),
                 "skipped".into(),
                 "-".into(),
                 "-".into(),

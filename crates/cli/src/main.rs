@@ -8,6 +8,7 @@ mod bench_exec;
 mod compare;
 mod cpuset;
 mod demo;
+mod doctor;
 mod exec;
 mod gen;
 mod period;
@@ -60,6 +61,8 @@ enum Command {
     Attach(exec::AttachArgs),
     /// Run a command inside an exclusive CPU partition (its own SCHED_DEADLINE root domain).
     Cpuset(cpuset::Args),
+    /// Check (and with --repair fix) SCHED_DEADLINE accounting, orphaned sessions and leftovers.
+    Doctor(doctor::Args),
     /// Internal: the companion that restores threads if pacer is killed (reads stdin).
     #[command(hide = true)]
     Guardian(exec::GuardianArgs),
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::Attach(a) => return finish(code(exec::attach(a))),
         Command::Guardian(a) => return finish(code(exec::guardian(a))),
         Command::Cpuset(a) => return finish(code(cpuset::run(a))),
+        Command::Doctor(a) => return finish(code(doctor::run(a))),
     };
     finish(result.map(|()| ExitCode::SUCCESS))
 }

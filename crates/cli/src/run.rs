@@ -268,7 +268,7 @@ fn explain(e: RunError) -> anyhow::Error {
     let hint = if e.is_permission() && !executor::is_root() {
         "\nhint: run as root (sudo pacer run …); SCHED_OTHER-only workloads with nice ≥ 0 need no privilege"
     } else if e.is_admission() {
-        "\nhint: lower the reservations or run fewer SCHED_DEADLINE threads; `cat /proc/sys/kernel/sched_rt_runtime_us` shows the cap"
+        "\nhint: lower the reservations or run fewer SCHED_DEADLINE threads; `sudo pacer doctor` shows the cap, what holds it, and whether the kernel's accounting is intact"
     } else {
         ""
     };

@@ -2,39 +2,21 @@
 //! visible to sched_getattr, restoration on SIGTERM and SIGKILL, forking under SCHED_DEADLINE,
 //! admission failure, bad PIDs. The controlled programs are rt-app workloads run by `pacer run`.
 //!
-//! These tests need root (SCHED_DEADLINE and tracefs). Without it they print `skipping: …` and
-//! return. They change global scheduler state, so they run one at a time.
+//! Most of these tests need root, SCHED_DEADLINE and tracefs (`pacer_testkit`: ignored in builds
+//! without root or `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise). They change
+//! global scheduler state, so they run one at a time.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pacer_linux::sched;
 use pacer_model::Policy;
+use pacer_testkit::{require, Need};
 use serde_json::Value;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn pacer() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_pacer"))
-}
-
-/// `None` (after printing why) when the test cannot run here.
-fn can_run(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        eprintln!("{test}: skipping: not root (euid {euid}); SCHED_DEADLINE and tracefs need root");
-        return None;
-    }
-    if let Err(e) = pacer_linux::control::preflight(true) {
-        eprintln!("{test}: skipping: {e}");
-        return None;
-    }
-    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
-}
+mod common;
+use common::{json_lines, pacer, privileged};
 
 /// An rt-app workload of periodic threads `(name, period_us, run_us)` lasting `secs`.
 fn workload(dir: &tempfile::TempDir, threads: &[(&str, u64, u64)], secs: u64) -> String {
@@ -64,18 +46,7 @@ fn exec_json(extra: &[&str], file: &str) -> (Child, Receiver<Value>) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start pacer exec");
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            // `pacer run` shares our stdout; only pacer exec's lines are JSON objects with a type.
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                if v.get("type").is_some() && tx.send(v).is_err() {
-                    break;
-                }
-            }
-        }
-    });
+    let rx = json_lines(&mut child);
     (child, rx)
 }
 
@@ -141,10 +112,12 @@ fn kill(pid: i32) {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn exec_detects_the_period_reserves_and_restores_on_sigterm() {
-    let Some(_g) = can_run("exec_detects_the_period_reserves_and_restores_on_sigterm") else {
-        return;
-    };
+    let _g = privileged();
     let dir = tempfile::tempdir().unwrap();
     let file = workload(&dir, &[("video", 10_000, 2_000)], 30);
     let (mut child, rx) = exec_json(&[], &file);
@@ -181,10 +154,12 @@ fn exec_detects_the_period_reserves_and_restores_on_sigterm() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn exec_controls_two_periodic_threads() {
-    let Some(_g) = can_run("exec_controls_two_periodic_threads") else {
-        return;
-    };
+    let _g = privileged();
     let dir = tempfile::tempdir().unwrap();
     let file = workload(&dir, &[("fast", 10_000, 1_500), ("slow", 16_000, 3_000)], 30);
     let (mut child, rx) = exec_json(&[], &file);
@@ -209,10 +184,12 @@ fn exec_controls_two_periodic_threads() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn guardian_restores_when_pacer_is_killed() {
-    let Some(_g) = can_run("guardian_restores_when_pacer_is_killed") else {
-        return;
-    };
+    let _g = privileged();
     let dir = tempfile::tempdir().unwrap();
     let file = workload(&dir, &[("victim", 10_000, 1_000)], 30);
     let (mut child, rx) = exec_json(&["--period", "10ms", "--sampling", "200ms"], &file);
@@ -236,10 +213,12 @@ fn guardian_restores_when_pacer_is_killed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn exec_reports_the_program_exiting() {
-    let Some(_g) = can_run("exec_reports_the_program_exiting") else {
-        return;
-    };
+    let _g = privileged();
     let dir = tempfile::tempdir().unwrap();
     let file = workload(&dir, &[("short", 10_000, 1_000)], 2);
     let (mut child, rx) = exec_json(&["--period", "10ms", "--sampling", "200ms"], &file);
@@ -258,10 +237,12 @@ fn exec_reports_the_program_exiting() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn a_reserved_thread_can_fork() {
-    let Some(_g) = can_run("a_reserved_thread_can_fork") else {
-        return;
-    };
+    let _g = privileged();
     // The shell is reserved (known period) while it sleeps, then forks: with RESET_ON_FORK the
     // fork succeeds and the child runs SCHED_OTHER (without it, fork fails with EAGAIN).
     let out = pacer()
@@ -287,10 +268,12 @@ fn a_reserved_thread_can_fork() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn admission_failure_is_reported_and_survived() {
-    let Some(_g) = can_run("admission_failure_is_reported_and_survived") else {
-        return;
-    };
+    let _g = privileged();
     // Fill the kernel's admission limit with reservations of our own (threads that sleep), so
     // the kernel refuses what pacer's supervisor, told it has the whole limit, asks for.
     let limit = {
@@ -408,19 +391,14 @@ fn attach_errors_name_the_problem() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn unprivileged_users_get_a_clear_error() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "unprivileged_users_get_a_clear_error: skipping: needs root to drop to an unprivileged user"
-        );
-        return;
-    }
-    let has_setpriv = Command::new("setpriv").arg("--version").output().is_ok();
-    if !has_setpriv {
-        eprintln!("unprivileged_users_get_a_clear_error: skipping: setpriv (util-linux) not installed");
-        return;
-    }
+    // Root to drop to an unprivileged user; setpriv (util-linux) to do it.
+    require(Need::Root);
+    require(Need::Program("setpriv"));
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -438,10 +416,12 @@ fn unprivileged_users_get_a_clear_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn a_thread_exiting_mid_run_is_forgotten_and_the_rest_stay_controlled() {
-    let Some(_g) = can_run("a_thread_exiting_mid_run_is_forgotten_and_the_rest_stay_controlled") else {
-        return;
-    };
+    let _g = privileged();
     let dir = tempfile::tempdir().unwrap();
     // `brief` ends after 100 jobs (1 s); `long` runs until the 4 s duration.
     let json = r#"{ "global": { "duration": 4 }, "tasks": {

@@ -14,11 +14,13 @@
 //! - timing on a VM is noisy: if pacer's run misses the mark it is repeated once, and both
 //!   results are printed (a second failure fails the test).
 //!
-//! Needs root, cpusets and SCHED_DEADLINE; otherwise prints `skipping: …`.
+//! Needs root, SCHED_DEADLINE, tracefs, cpusets and CPUs 0 and 1 (`pacer_testkit`: ignored in
+//! builds without root or `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use pacer_testkit::{require, Need};
 use pacer_workload::jobs::compare::quantile;
 use pacer_workload::jobs::csv::read_jobs;
 
@@ -33,26 +35,14 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lfspp-7.2")
 }
 
-fn can_run(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipping: not root; needs SCHED_DEADLINE, tracefs and cpusets");
-        return false;
-    }
-    if let Err(e) = pacer_linux::control::preflight(true) {
-        eprintln!("{test}: skipping: {e}");
-        return false;
-    }
-    if let Err(e) = pacer_linux::cpuset::detect() {
-        eprintln!("{test}: skipping: no cpuset hierarchy: {e}");
-        return false;
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        eprintln!("{test}: skipping: needs 2 CPUs (one partition for the experiment, one for the rest)");
-        return false;
-    }
-    true
+/// What the experiment needs: `pacer exec` (SCHED_DEADLINE, tracefs) inside `pacer cpuset --cpus
+/// 1`, with CPU 0 left for the rest of the machine.
+fn require_experiment() {
+    require(Need::Root);
+    require(Need::SchedDeadline);
+    require(Need::Tracefs);
+    require(Need::CgroupCpuset);
+    require(Need::Cpus(&[0, 1]));
 }
 
 /// The busy-loop speed, measured once so that both runs execute the same work.
@@ -150,11 +140,13 @@ fn stats(csv: &Path) -> Stats {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn lfspp_7_2_pacer_misses_at_least_5x_fewer_deadlines() {
     let test = "lfspp_7_2_pacer_misses_at_least_5x_fewer_deadlines";
-    if !can_run(test) {
-        return;
-    }
+    require_experiment();
     let dir = tempfile::tempdir().unwrap();
     let cal = calibration(dir.path());
     let default = stats(&run(dir.path(), &cal, false));

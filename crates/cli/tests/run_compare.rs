@@ -1,10 +1,12 @@
 //! End-to-end tests of `pacer run` and `pacer compare`: error messages, the comparison of
 //! hand-written job CSVs, and — as root — `pacer run` against `pacer sim` on the same rt-app file.
-//! Tests that need root print "skipping: …" and return without it.
+//! Tests that need root use `pacer_testkit`: ignored in builds without root or
+//! `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use pacer_testkit::{require, Need};
 use serde_json::Value;
 
 fn pacer(args: &[&str]) -> Output {
@@ -37,17 +39,6 @@ fn assert_clean_error(out: &Output, needles: &[&str]) {
         assert!(err.contains(n), "stderr lacks `{n}`: {err}");
     }
     assert!(out.stdout.is_empty(), "no partial output: {}", text(&out.stdout));
-}
-
-/// Whether the tests run as root (effective uid 0, from /proc/self/status).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let uids = s.lines().find(|l| l.starts_with("Uid:"))?.to_string();
-            uids.split_whitespace().nth(2).map(|euid| euid == "0")
-        })
-        .unwrap_or(false)
 }
 
 #[test]
@@ -92,11 +83,14 @@ fn run_rejects_malformed_workloads_before_running() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn run_without_privilege_says_what_is_needed() {
-    if !is_root() {
-        eprintln!("skipping: this test drops root privileges to see the error, and needs them first");
-        return;
-    }
+    // The test drops root privileges to see the error, so it needs them first.
+    require(Need::Root);
+    require(Need::Program("setpriv"));
     let dir = tempfile::tempdir().unwrap();
     let f = write_tmp(
         &dir,
@@ -110,16 +104,10 @@ fn run_without_privilege_says_what_is_needed() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(env!("CARGO_BIN_EXE_pacer"))
         .args(["run", &f, "-d", "200ms", "--calibration", "30"])
-        .output();
-    let Ok(out) = out else {
-        eprintln!("skipping: setpriv is not available");
-        return;
-    };
+        .output()
+        .expect("run setpriv");
     let err = text(&out.stderr);
-    if err.contains("setpriv:") {
-        eprintln!("skipping: setpriv failed: {err}");
-        return;
-    }
+    assert!(!err.contains("setpriv:"), "setpriv failed: {err}");
     assert_clean_error(
         &out,
         &["thread `audio`", "SCHED_FIFO priority 50", "EPERM", "run as root"],
@@ -262,11 +250,13 @@ const MAX_WAKEUP_LATENCY_NS: u64 = 2_000_000;
 const ATTEMPTS: usize = 3;
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn run_agrees_with_sim_on_the_same_rtapp_file() {
-    if !is_root() {
-        eprintln!("skipping: not root; pacer run needs real-time policies");
-        return;
-    }
+    // pacer run needs real-time policies.
+    require(Need::Root);
     let dir = tempfile::tempdir().unwrap();
     let file = examples().join("rtapp-run-vs-sim.json").display().to_string();
     let sim_csv = dir.path().join("sim.csv").display().to_string();

@@ -22,9 +22,10 @@ use serde::Serialize;
 
 use crate::guardian::Guardian;
 use crate::kernel::LinuxKernel;
+use crate::ledger::{Entry, Ledger, ProcessId};
 use crate::perf::ThreadCounters;
 use crate::procfs::Pidfd;
-use crate::sched::{self, LinuxError, Tid};
+use crate::sched::{self, LinuxError, SchedAttr, ThreadSched, Tid};
 use crate::trace;
 
 /// Why a session cannot start or go on.
@@ -40,6 +41,10 @@ pub enum ControlError {
     NoDeadline(String),
     #[error("cannot trace wake-ups: {0}")]
     Tracing(String),
+    #[error("session ledger: {0}")]
+    Ledger(String),
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Controller(#[from] ControllerError),
     #[error(transparent)]
@@ -180,6 +185,9 @@ struct Seen {
     skipped: Option<String>,
 }
 
+/// Starts a new guardian when the current one has died.
+pub type GuardianFactory = Box<dyn FnMut() -> Result<Guardian, LinuxError>>;
+
 /// LFS++ on one process.
 pub struct Session {
     pidfd: Pidfd,
@@ -188,6 +196,13 @@ pub struct Session {
     cfg: SessionConfig,
     seen: BTreeMap<Tid, Seen>,
     guardian: Option<Guardian>,
+    respawn: Option<GuardianFactory>,
+    ledger: Option<Ledger>,
+    /// Things the operator should know (a guardian restarted, a thread left alone), drained by
+    /// [`Session::take_notices`].
+    notices: Vec<String>,
+    /// Why the session cannot go on safely (its guardian died and no new one could be started).
+    fatal: Option<String>,
     counters: ThreadCounters,
     start: u64,
     first_scan: bool,
@@ -213,12 +228,41 @@ impl Session {
             cfg,
             seen: BTreeMap::new(),
             guardian,
+            respawn: None,
+            ledger: None,
+            notices: Vec::new(),
+            fatal: None,
             counters: ThreadCounters::new(),
             start,
             first_scan: true,
             exited: 0,
             released: false,
         })
+    }
+
+    /// How to start a new guardian if the current one dies. Without it a dead guardian makes the
+    /// session give every thread back and stop ([`Session::fatal`]).
+    pub fn with_guardian_respawn(mut self, f: GuardianFactory) -> Session {
+        self.respawn = Some(f);
+        self
+    }
+
+    /// Keeps the session's ledger in `dir` (see [`crate::ledger`]), written before any thread
+    /// is changed, so `pacer doctor --repair` can restore threads if pacer and its guardian are
+    /// both killed.
+    pub fn with_ledger(mut self, dir: &std::path::Path) -> Result<Session, ControlError> {
+        let mut ledger = Ledger::new(dir).ok_or_else(|| {
+            ControlError::Ledger(format!(
+                "cannot read this process's start time for {}",
+                dir.display()
+            ))
+        })?;
+        ledger.guardian = self.guardian.as_ref().and_then(|g| ProcessId::of(g.pid()));
+        ledger
+            .write()
+            .map_err(|e| ControlError::Ledger(format!("{}: {e}", ledger.path.display())))?;
+        self.ledger = Some(ledger);
+        Ok(self)
     }
 
     pub fn pid(&self) -> Tid {
@@ -240,12 +284,34 @@ impl Session {
         self.pidfd.is_alive().unwrap_or(false)
     }
 
+    /// Messages for the operator since the last call.
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Why the session must stop (then call [`Session::release`]), if it must.
+    pub fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
+    fn write_ledger(&mut self) {
+        if let Some(l) = &self.ledger {
+            if let Err(e) = l.write() {
+                let msg = format!("cannot update the session ledger {}: {e}", l.path.display());
+                if !self.notices.contains(&msg) {
+                    self.notices.push(msg);
+                }
+            }
+        }
+    }
+
     /// Takes new threads and forgets exited ones.
     fn refresh_threads(&mut self) {
         let Ok(now) = self.pidfd.threads() else {
             return;
         };
         let gone: Vec<Tid> = self.seen.keys().filter(|t| !now.contains(t)).copied().collect();
+        let mut ledger_changed = false;
         for tid in gone {
             if let Some(s) = self.seen.remove(&tid) {
                 if s.skipped.is_none() {
@@ -256,6 +322,10 @@ impl Session {
                     if let Some(g) = self.guardian.as_mut() {
                         g.untrack(tid);
                     }
+                }
+                self.kernel.forget(tid);
+                if let Some(l) = self.ledger.as_mut() {
+                    ledger_changed |= l.entries.remove(&tid).is_some();
                 }
             }
         }
@@ -268,9 +338,14 @@ impl Session {
             let skipped = if !first && !self.cfg.follow_new {
                 Some("appeared after the start (--no-follow)".to_string())
             } else {
-                self.take(tid, &name)
+                let r = self.take(tid, &name);
+                ledger_changed |= r.is_none();
+                r
             };
             self.seen.insert(tid, Seen { name, skipped });
+        }
+        if ledger_changed {
+            self.write_ledger();
         }
     }
 
@@ -279,13 +354,30 @@ impl Session {
         if !self.cfg.names.is_empty() && !self.cfg.names.iter().any(|n| n == name) {
             return Some("name not selected".into());
         }
-        let original = match self.kernel.policy(tid) {
-            Ok(p) => p,
-            Err(e) => return Some(format!("cannot read its policy: {e}")),
+        let state = match ThreadSched::read(tid) {
+            Ok(s) => s,
+            Err(e) => return Some(format!("cannot read its scheduling state: {e}")),
         };
-        match original {
-            Policy::Other { .. } | Policy::Idle => {}
-            other => return Some(format!("already {}: left alone", policy_name(&other))),
+        match state.policy() {
+            Ok(Policy::Other { .. } | Policy::Idle) => {}
+            Ok(other) => return Some(format!("already {}: left alone", policy_name(&other))),
+            Err(_) => {
+                return Some(format!(
+                    "under {}: not a policy pacer replaces",
+                    kernel_policy_name(state.attr.sched_policy)
+                ))
+            }
+        }
+        // The kernel admits a reservation only for a thread allowed on every CPU of its root
+        // domain (EPERM otherwise); pacer's own CPUs stand for that domain.
+        if let Ok(ours) = sched::get_affinity(0) {
+            if !ours.iter().all(|c| state.affinity.contains(c)) {
+                return Some(format!(
+                    "pinned to CPUs {}: SCHED_DEADLINE needs every CPU of the root domain ({})",
+                    crate::cpuset::format_cpu_list(&state.affinity),
+                    crate::cpuset::format_cpu_list(&ours)
+                ));
+            }
         }
         let opts = ThreadOptions {
             known_period: self.cfg.known_period,
@@ -294,18 +386,110 @@ impl Session {
         if let Err(e) = self.ctl.add_thread(tid, opts) {
             return Some(e.to_string());
         }
+        let pid = self.pidfd.pid();
         if let Some(g) = self.guardian.as_mut() {
-            g.track(self.pidfd.pid(), tid, &original);
+            g.track(pid, tid, &state);
         }
+        if let (Some(l), Some(process)) = (self.ledger.as_mut(), ProcessId::of(pid)) {
+            l.entries.insert(
+                tid,
+                Entry {
+                    process,
+                    tid,
+                    original: state.clone(),
+                },
+            );
+        }
+        self.kernel.remember_original(tid, state);
         // Informational only: a session without perf counters still controls the thread.
         let _ = self.counters.add(tid);
         None
     }
 
-    /// One control step: thread discovery, then the controller's tick.
+    /// Stops controlling a thread that chose its own scheduling, without touching it.
+    fn leave_alone(&mut self, tid: Tid, now: SchedAttr) {
+        let _ = self.ctl.remove_thread(&mut self.kernel, tid);
+        self.counters.remove(tid);
+        if let Some(g) = self.guardian.as_mut() {
+            g.untrack(tid);
+        }
+        if let Some(l) = self.ledger.as_mut() {
+            l.entries.remove(&tid);
+        }
+        self.write_ledger();
+        let what = describe_attr(&now);
+        let name = self.seen.get(&tid).map(|s| s.name.clone()).unwrap_or_default();
+        if let Some(s) = self.seen.get_mut(&tid) {
+            s.skipped = Some(format!(
+                "changed its own policy to {what}: released and left alone"
+            ));
+        }
+        self.notices.push(format!(
+            "thread {tid} ({}) changed its own policy to {what}: pacer released it and leaves it alone",
+            pacer_model::text::escape_control(&name)
+        ));
+    }
+
+    /// Starts a new guardian if the current one died, or makes the session fatal.
+    fn check_guardian(&mut self) {
+        let Some(problem) = self.guardian.as_mut().and_then(|g| g.broken()) else {
+            return;
+        };
+        let started = match self.respawn.as_mut() {
+            Some(f) => f().map_err(|e| e.to_string()),
+            None => Err("no way to start one".to_string()),
+        };
+        match started {
+            Ok(mut g) => {
+                let pid = self.pidfd.pid();
+                let tracked: Vec<(Tid, ThreadSched)> = self
+                    .seen
+                    .iter()
+                    .filter(|(_, s)| s.skipped.is_none())
+                    .filter_map(|(&t, _)| self.kernel.original(t).map(|o| (t, o.clone())))
+                    .collect();
+                g.replay(tracked.iter().map(|(t, o)| (pid, *t, o)));
+                self.notices.push(format!(
+                    "{problem}; started a new guardian (PID {}) and handed it {} thread(s)",
+                    g.pid(),
+                    tracked.len()
+                ));
+                if let Some(l) = self.ledger.as_mut() {
+                    l.guardian = ProcessId::of(g.pid());
+                }
+                self.guardian = Some(g);
+                self.write_ledger();
+            }
+            Err(e) => {
+                self.fatal = Some(format!(
+                    "{problem}, and a new guardian could not be started ({e}): giving every thread back"
+                ));
+            }
+        }
+    }
+
+    /// One control step: thread discovery, the guardian's health, threads that changed their
+    /// own policy, then the controller's tick.
     pub fn tick(&mut self) {
         self.refresh_threads();
+        self.check_guardian();
+        if self.fatal.is_some() {
+            return;
+        }
+        for (tid, now) in self.kernel.take_foreign_changes() {
+            self.leave_alone(tid, now);
+        }
         self.ctl.tick(&mut self.kernel);
+        // A change noticed by the kernel right before it would have overwritten it.
+        let caught: Vec<(Tid, SchedAttr)> = self
+            .ctl
+            .status()
+            .iter()
+            .filter_map(|s| self.kernel.foreign_state(s.tid).map(|a| (s.tid, a)))
+            .collect();
+        for (tid, now) in caught {
+            self.leave_alone(tid, now);
+        }
     }
 
     /// A snapshot for the status view.
@@ -355,14 +539,15 @@ impl Session {
         }
     }
 
-    /// Why the guardian cannot protect the threads any more, if it cannot.
-    pub fn guardian_problem(&self) -> Option<&str> {
-        self.guardian.as_ref().and_then(|g| g.broken())
+    /// Why the guardian cannot protect the threads any more, if it cannot (checked, and repaired
+    /// by starting a new one, at every tick).
+    pub fn guardian_problem(&mut self) -> Option<String> {
+        self.guardian.as_mut().and_then(|g| g.broken())
     }
 
-    /// Gives every thread its original policy back and stops tracing; then dismisses the
-    /// guardian, unless a thread could not be restored (the guardian then retries when it
-    /// sees the pipe close). Idempotent.
+    /// Gives every thread its original state back and stops tracing; then dismisses the
+    /// guardian and deletes the ledger, unless a thread could not be restored (the guardian then
+    /// retries when it sees the pipe close, and the ledger stays for `pacer doctor`). Idempotent.
     pub fn release(&mut self) -> ReleaseReport {
         let mut report = ReleaseReport::default();
         if self.released {
@@ -371,6 +556,7 @@ impl Session {
         self.released = true;
         for (tid, r) in self.ctl.release(&mut self.kernel) {
             match r {
+                Ok(()) if self.kernel.foreign_state(tid).is_some() => {}
                 Ok(()) => report.restored.push(tid),
                 // Exited threads have nothing left to restore.
                 Err(KernelError::NoSuchThread(_)) => {}
@@ -385,7 +571,43 @@ impl Session {
                 drop(g);
             }
         }
+        if report.failed.is_empty() {
+            if let Some(l) = self.ledger.take() {
+                let _ = l.remove();
+            }
+        }
         report
+    }
+}
+
+/// A short description of a scheduling attribute, as `chrt` would put it.
+pub fn describe_attr(a: &SchedAttr) -> String {
+    match a.to_policy() {
+        Ok(Policy::Fifo { priority }) => format!("SCHED_FIFO {priority}"),
+        Ok(Policy::Rr { priority }) => format!("SCHED_RR {priority}"),
+        Ok(Policy::Other { nice }) => format!("SCHED_OTHER (nice {nice})"),
+        Ok(Policy::Idle) => "SCHED_IDLE".into(),
+        Ok(Policy::Deadline(r)) => format!(
+            "SCHED_DEADLINE {}/{}/{}",
+            r.runtime.approx(),
+            r.deadline.approx(),
+            r.period.approx()
+        ),
+        Err(_) => kernel_policy_name(a.sched_policy).to_string(),
+    }
+}
+
+/// The kernel's name of a policy number.
+pub fn kernel_policy_name(policy: u32) -> &'static str {
+    match policy {
+        sched::SCHED_OTHER => "SCHED_OTHER",
+        sched::SCHED_FIFO => "SCHED_FIFO",
+        sched::SCHED_RR => "SCHED_RR",
+        sched::SCHED_BATCH => "SCHED_BATCH",
+        sched::SCHED_IDLE => "SCHED_IDLE",
+        sched::SCHED_DEADLINE => "SCHED_DEADLINE",
+        7 => "SCHED_EXT",
+        _ => "an unknown policy",
     }
 }
 

@@ -361,25 +361,12 @@ fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// Start time of process `pid` in clock ticks since boot (field 22 of /proc/PID/stat), and
-/// whether it is a zombie; None when it does not exist.
 fn proc_start(pid: u32) -> Option<(u64, bool)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: the fields after it start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let zombie = fields.first() == Some(&"Z") || fields.first() == Some(&"X");
-    // Field 3 (state) is fields[0], so field 22 is fields[19].
-    Some((fields.get(19)?.parse().ok()?, zombie))
+    crate::procfs::process_start(pid)
 }
 
-/// Whether process `pid` is alive and, when `start` is known, is the same process (not a
-/// recycled pid).
 fn process_alive(pid: u32, start: Option<u64>) -> bool {
-    match proc_start(pid) {
-        None | Some((_, true)) => false,
-        Some((s, false)) => start.is_none_or(|want| want == s),
-    }
+    crate::procfs::process_alive(pid, start)
 }
 
 /// The pid in a directory name `pacer-<pid>-<name>`.
@@ -636,6 +623,40 @@ impl CpusetHierarchy {
         }
         out.sort();
         Ok(out)
+    }
+
+    /// The `pacer-<pid>-*` cpusets whose pacer process is gone, without touching anything (what
+    /// [`cleanup_stale`](Self::cleanup_stale) would remove); `pacer doctor` reports them.
+    pub fn stale_partitions(&self) -> Result<Vec<PathBuf>, CpusetError> {
+        let own = std::process::id();
+        let states = self.state_files();
+        let start_of = |pid: u32| {
+            states
+                .iter()
+                .find(|(_, s)| s.pid == pid)
+                .map(|(_, s)| s.starttime)
+        };
+        Ok(self
+            .pacer_dirs()?
+            .into_iter()
+            .filter(|&(pid, _)| pid != own && !process_alive(pid, start_of(pid)))
+            .map(|(_, dir)| dir)
+            .collect())
+    }
+
+    /// The CPUs of each `pacer-<pid>-*` cpuset now (each is its own root domain while it exists).
+    pub fn partition_cpus(&self) -> Result<Vec<Vec<usize>>, CpusetError> {
+        let file = match self.version {
+            CgroupVersion::V1 => "cpuset.cpus",
+            CgroupVersion::V2 => "cpuset.cpus.effective",
+        };
+        Ok(self
+            .pacer_dirs()?
+            .into_iter()
+            .filter_map(|(_, dir)| fs::read_to_string(dir.join(file)).ok())
+            .filter_map(|t| parse_cpu_list(t.trim()))
+            .filter(|c| !c.is_empty())
+            .collect())
     }
 
     fn state_file(&self, pid: u32) -> PathBuf {
@@ -1369,6 +1390,14 @@ impl Partitioning {
             return Vec::new();
         }
         self.active = false;
+        if !self.hier.fake {
+            // Removing a partition rebuilds the root domains; a reservation of the command that
+            // ended moments ago is still counted until its 0-lag time, and a rebuild before then
+            // subtracts it twice (docs/linux.md). Wait for the accounting to settle: at most the
+            // longest period the kernel accepts.
+            let cpus: Vec<usize> = self.parts.iter().flat_map(|p| p.cpus.iter().copied()).collect();
+            crate::audit::wait_consistent(&cpus, pacer_model::reservation::DEFAULT_PERIOD_MAX.0 + 10_000_000);
+        }
         let mut errors = Vec::new();
         let mut removed_all = true;
         for part in self.parts.iter().rev() {
@@ -1427,15 +1456,17 @@ pub struct DlBandwidth {
     /// Admission cap per CPU (`sched_rt_runtime_us / sched_rt_period_us`).
     pub bw: u64,
     /// Bandwidth admitted in the root domain (reservations plus fair servers on Linux ≥ 6.12).
-    pub total_bw: u64,
+    /// Signed: a corrupted accounting goes below zero (see [`crate::admission`]), and the
+    /// kernel prints it so.
+    pub total_bw: i64,
 }
 
 /// Parses the `dl_rq[N]:` sections of the scheduler debug file; sections without both values
 /// are skipped.
 pub fn parse_sched_debug(text: &str) -> Vec<DlBandwidth> {
     let mut out = Vec::new();
-    let mut cur: Option<(usize, Option<u64>, Option<u64>)> = None;
-    let mut flush = |cur: &mut Option<(usize, Option<u64>, Option<u64>)>| {
+    let mut cur: Option<(usize, Option<u64>, Option<i64>)> = None;
+    let mut flush = |cur: &mut Option<(usize, Option<u64>, Option<i64>)>| {
         if let Some((cpu, Some(bw), Some(total_bw))) = cur.take() {
             out.push(DlBandwidth { cpu, bw, total_bw });
         }
@@ -1461,10 +1492,16 @@ pub fn parse_sched_debug(text: &str) -> Vec<DlBandwidth> {
         let Some((key, value)) = t.split_once(':') else {
             continue;
         };
-        let value = value.trim().parse::<u64>().ok();
+        // Kernels print these as signed or unsigned longs: accept both spellings of a value
+        // (-1 and 18446744073709551615 are the same bits).
+        let value = value.trim();
+        let bits = value
+            .parse::<u64>()
+            .ok()
+            .or_else(|| value.parse::<i64>().ok().map(|v| v as u64));
         match key.trim() {
-            ".dl_bw->bw" => c.1 = value,
-            ".dl_bw->total_bw" => c.2 = value,
+            ".dl_bw->bw" => c.1 = bits,
+            ".dl_bw->total_bw" => c.2 = bits.map(|b| b as i64),
             _ => {}
         }
     }
@@ -1473,7 +1510,7 @@ pub fn parse_sched_debug(text: &str) -> Vec<DlBandwidth> {
 }
 
 /// The admitted bandwidth of the root domain `cpu` belongs to.
-pub fn total_bw_of(samples: &[DlBandwidth], cpu: usize) -> Option<u64> {
+pub fn total_bw_of(samples: &[DlBandwidth], cpu: usize) -> Option<i64> {
     samples.iter().find(|s| s.cpu == cpu).map(|s| s.total_bw)
 }
 

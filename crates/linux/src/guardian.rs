@@ -1,77 +1,33 @@
-//! The guardian: a small companion process that gives threads back their original policy if pacer
-//! dies without doing it (SIGKILL, a crash, the OOM killer), so no thread is ever left with a
-//! reservation pacer gave it.
+//! The guardian: a small companion process that gives threads back their original scheduling
+//! state if pacer dies without doing it (SIGKILL, a crash, the OOM killer), so no thread is ever
+//! left with a reservation pacer gave it.
 //!
 //! pacer starts the guardian with a pipe on its standard input and tells it, one line per fact,
-//! which threads it is about to change and what their policy was. A clean exit ends with
-//! `done`; end-of-file without `done` means pacer is gone, and the guardian restores every
-//! thread still under a policy pacer set. The pipe is the whole protocol: the kernel closes it
-//! when pacer dies, however it dies.
+//! which threads it is about to change and everything they had ([`ThreadSched`]). A clean exit
+//! ends with `done`; end-of-file without `done`, or pacer's pidfd polling readable, means pacer
+//! is gone, and the guardian restores every thread still under SCHED_DEADLINE.
+//!
+//! The two watch each other: the guardian holds a pidfd on pacer (the pipe alone would stay
+//! open if a descendant inherited its write end), and pacer checks every tick whether its
+//! guardian still runs; if not, it starts a new one and tells it every tracked thread again
+//! ([`Guardian::replay`]), or, if that fails, releases everything itself (`pacer_linux::control`).
+//! Both killed at once leaves the session's ledger (`pacer_linux::ledger`), from which `pacer
+//! doctor --repair` restores the threads.
 //!
 //! Lines (text, one per line):
-//! - `track PID TID POLICY…` — pacer is about to control thread TID of process PID, whose
-//!   policy was POLICY (see [`encode_policy`]);
-//! - `untrack TID` — pacer gave the thread back itself;
+//! - `track PID TID STATE…` — pacer is about to control thread TID of process PID, whose state
+//!   was STATE ([`ThreadSched::encode`]);
+//! - `untrack TID` — pacer gave the thread back itself, or it is gone;
 //! - `done` — pacer released everything; nothing to do.
 
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 
-use pacer_model::{Duration, Policy, Reservation, ReservationFlags};
-
 use crate::procfs::{Pidfd, ProcFs};
-use crate::sched::{self, LinuxError, Tid};
-
-/// A policy as one line of text: `other NICE`, `idle`, `fifo PRIO`, `rr PRIO`,
-/// `deadline RUNTIME DEADLINE PERIOD FLAGS` (ns; flags as the kernel's bits).
-pub fn encode_policy(p: &Policy) -> String {
-    match p {
-        Policy::Other { nice } => format!("other {nice}"),
-        Policy::Idle => "idle".into(),
-        Policy::Fifo { priority } => format!("fifo {priority}"),
-        Policy::Rr { priority } => format!("rr {priority}"),
-        Policy::Deadline(r) => format!(
-            "deadline {} {} {} {}",
-            r.runtime.0,
-            r.deadline.0,
-            r.period.0,
-            r.flags.bits()
-        ),
-    }
-}
-
-/// Inverse of [`encode_policy`]; `None` for anything else.
-pub fn decode_policy(words: &[&str]) -> Option<Policy> {
-    let num = |i: usize| words.get(i)?.parse::<u64>().ok();
-    Some(match *words.first()? {
-        "other" if words.len() == 2 => Policy::Other {
-            nice: words[1].parse().ok()?,
-        },
-        "idle" if words.len() == 1 => Policy::Idle,
-        "fifo" if words.len() == 2 => Policy::Fifo {
-            priority: words[1].parse().ok()?,
-        },
-        "rr" if words.len() == 2 => Policy::Rr {
-            priority: words[1].parse().ok()?,
-        },
-        "deadline" if words.len() == 5 => {
-            let bits = num(4)?;
-            Policy::Deadline(Reservation {
-                runtime: Duration(num(1)?),
-                deadline: Duration(num(2)?),
-                period: Duration(num(3)?),
-                flags: ReservationFlags {
-                    reset_on_fork: bits & pacer_model::reservation::SCHED_FLAG_RESET_ON_FORK != 0,
-                    reclaim: bits & pacer_model::reservation::SCHED_FLAG_RECLAIM != 0,
-                    overrun: bits & pacer_model::reservation::SCHED_FLAG_DL_OVERRUN != 0,
-                },
-            })
-        }
-        _ => return None,
-    })
-}
+use crate::sched::{self, LinuxError, ThreadSched, Tid, SCHED_DEADLINE};
 
 /// pacer's end of the pipe.
 #[derive(Debug)]
@@ -102,6 +58,11 @@ impl Guardian {
         })
     }
 
+    /// The guardian's process id.
+    pub fn pid(&self) -> Tid {
+        self.child.id()
+    }
+
     fn send(&mut self, line: &str) {
         let Some(w) = self.stdin.as_mut() else { return };
         if let Err(e) = w.write_all(line.as_bytes()).and_then(|_| w.flush()) {
@@ -111,8 +72,15 @@ impl Guardian {
     }
 
     /// Announces a thread before its policy is first changed.
-    pub fn track(&mut self, pid: Tid, tid: Tid, original: &Policy) {
-        self.send(&format!("track {pid} {tid} {}\n", encode_policy(original)));
+    pub fn track(&mut self, pid: Tid, tid: Tid, original: &ThreadSched) {
+        self.send(&format!("track {pid} {tid} {}\n", original.encode()));
+    }
+
+    /// Announces every thread of `threads` (a new guardian taking over from a dead one).
+    pub fn replay<'a>(&mut self, threads: impl IntoIterator<Item = (Tid, Tid, &'a ThreadSched)>) {
+        for (pid, tid, s) in threads {
+            self.track(pid, tid, s);
+        }
     }
 
     /// The thread was given back (or is gone).
@@ -120,9 +88,20 @@ impl Guardian {
         self.send(&format!("untrack {tid}\n"));
     }
 
-    /// Why the guardian can no longer protect us (its pipe broke), if it cannot.
-    pub fn broken(&self) -> Option<&str> {
-        self.broken.as_deref()
+    /// Why the guardian can no longer protect us (its pipe broke, or it exited), if it cannot.
+    /// Reaps it when it has exited, so a dead guardian is noticed at once and leaves no zombie.
+    pub fn broken(&mut self) -> Option<String> {
+        if self.broken.is_none() {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    self.broken = Some(format!("guardian (PID {}) exited: {status}", self.child.id()));
+                    self.stdin = None;
+                }
+                Ok(None) => {}
+                Err(e) => self.broken = Some(format!("guardian (PID {}): {e}", self.child.id())),
+            }
+        }
+        self.broken.clone()
     }
 
     /// Clean end: everything was released, the guardian exits without touching anything.
@@ -133,12 +112,12 @@ impl Guardian {
     }
 }
 
-/// What the guardian did when its pipe closed.
+/// What the guardian did when pacer went away.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GuardianReport {
     /// pacer said `done`.
     pub clean: bool,
-    /// Threads given back their policy by the guardian.
+    /// Threads given back their state by the guardian.
     pub restored: Vec<Tid>,
     /// Threads that could not be restored, with the reason.
     pub failed: Vec<(Tid, String)>,
@@ -148,97 +127,186 @@ pub struct GuardianReport {
 
 struct Tracked {
     pid: Tid,
-    original: Policy,
+    original: ThreadSched,
 }
 
-/// The guardian's loop: reads the protocol from `input` until end of file, then restores what
-/// pacer left behind unless it said `done`. A thread is restored only if it still belongs to the
-/// process it was announced with (checked through a pidfd taken when it was announced) and is
-/// still under SCHED_DEADLINE, so nothing someone else changed since is overwritten.
-pub fn serve(input: impl BufRead) -> io::Result<GuardianReport> {
-    let proc = ProcFs::system();
-    let mut tracked: BTreeMap<Tid, Tracked> = BTreeMap::new();
-    let mut pidfds: BTreeMap<Tid, Option<Pidfd>> = BTreeMap::new();
-    let mut report = GuardianReport::default();
-    for line in input.lines() {
-        let line = line?;
+/// The guardian's memory: the protocol's lines folded into the set of threads to restore.
+#[derive(Default)]
+struct Book {
+    tracked: BTreeMap<Tid, Tracked>,
+    pidfds: BTreeMap<Tid, Option<Pidfd>>,
+    report: GuardianReport,
+}
+
+impl Book {
+    /// Takes one line; true once pacer said `done`.
+    fn line(&mut self, line: &str) -> bool {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["done"] => {
-                report.clean = true;
-                return Ok(report);
+                self.report.clean = true;
+                return true;
             }
-            ["untrack", tid] => {
-                if let Ok(t) = tid.parse() {
-                    tracked.remove(&t);
-                    continue;
+            ["untrack", tid] => match tid.parse() {
+                Ok(t) => {
+                    self.tracked.remove(&t);
                 }
-                report.malformed.push(line.clone());
-            }
+                Err(_) => self.report.malformed.push(line.to_string()),
+            },
             ["track", pid, tid, rest @ ..] => {
-                match (pid.parse::<Tid>(), tid.parse::<Tid>(), decode_policy(rest)) {
+                match (pid.parse::<Tid>(), tid.parse::<Tid>(), ThreadSched::decode(rest)) {
                     (Ok(pid), Ok(tid), Some(original)) => {
-                        pidfds.entry(pid).or_insert_with(|| Pidfd::open(pid).ok());
-                        tracked.insert(tid, Tracked { pid, original });
+                        // Taken now, while the process is certainly the one pacer meant.
+                        self.pidfds.entry(pid).or_insert_with(|| Pidfd::open(pid).ok());
+                        self.tracked.insert(tid, Tracked { pid, original });
                     }
-                    _ => report.malformed.push(line.clone()),
+                    _ => self.report.malformed.push(line.to_string()),
                 }
             }
             [] => {}
-            _ => report.malformed.push(line.clone()),
+            _ => self.report.malformed.push(line.to_string()),
+        }
+        false
+    }
+
+    /// Restores every tracked thread that still belongs to the process it was announced with and
+    /// is still under SCHED_DEADLINE: anything else was changed by someone since, and stays so.
+    fn restore(mut self) -> GuardianReport {
+        if self.report.clean {
+            return self.report;
+        }
+        let proc = ProcFs::system();
+        for (tid, t) in std::mem::take(&mut self.tracked) {
+            let alive = self
+                .pidfds
+                .get(&t.pid)
+                .and_then(|p| p.as_ref())
+                .is_some_and(|p| p.is_alive().unwrap_or(false));
+            if !alive || !proc.has_thread(t.pid, tid) {
+                continue;
+            }
+            match sched::get_attr(tid) {
+                Ok(a) if a.sched_policy == SCHED_DEADLINE => match sched::restore(tid, &t.original) {
+                    Ok(()) => self.report.restored.push(tid),
+                    Err(e) => self.report.failed.push((tid, e.to_string())),
+                },
+                Ok(_) => {}
+                // Exited between the checks: nothing to restore.
+                Err(e) if e.errno() == Some(libc::ESRCH) => {}
+                Err(e) => self.report.failed.push((tid, e.to_string())),
+            }
+        }
+        self.report
+    }
+}
+
+/// The guardian's loop on a reader: takes the protocol until end of file, then restores what
+/// pacer left behind unless it said `done`.
+pub fn serve(input: impl BufRead) -> io::Result<GuardianReport> {
+    let mut book = Book::default();
+    for line in input.lines() {
+        if book.line(&line?) {
+            break;
         }
     }
-    for (tid, t) in tracked {
-        let alive = pidfds
-            .get(&t.pid)
-            .and_then(|p| p.as_ref())
-            .is_some_and(|p| p.is_alive().unwrap_or(false));
-        if !alive || !proc.has_thread(t.pid, tid) {
+    Ok(book.restore())
+}
+
+/// The guardian's loop in the real process: the protocol on `input` (its standard input), and
+/// pacer's pidfd `watch`. Ends at `done`, at end of file, or when pacer has exited (then after
+/// reading what pacer managed to write before dying).
+pub fn serve_watching(input: RawFd, watch: Option<&Pidfd>) -> io::Result<GuardianReport> {
+    let mut book = Book::default();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut parent_gone = false;
+    loop {
+        let mut fds = vec![libc::pollfd {
+            fd: input,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        if let Some(p) = watch {
+            fds.push(libc::pollfd {
+                fd: p.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // Once pacer is gone, only drain what is already in the pipe.
+        let timeout = if parent_gone { 0 } else { -1 };
+        // SAFETY: `fds` is a live, writable array of `fds.len()` pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if fds.get(1).is_some_and(|f| f.revents != 0) {
+            parent_gone = true;
+        }
+        if fds[0].revents == 0 {
+            if parent_gone {
+                break;
+            }
             continue;
         }
-        match sched::get_policy(tid) {
-            Ok(Policy::Deadline(_)) => match sched::set_policy(tid, t.original, false) {
-                Ok(()) => report.restored.push(tid),
-                Err(e) => report.failed.push((tid, e.to_string())),
-            },
-            Ok(_) => {}
-            Err(e) => report.failed.push((tid, e.to_string())),
+        // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
+        let n = unsafe { libc::read(input, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        pending.extend_from_slice(&buf[..n as usize]);
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            if book.line(&String::from_utf8_lossy(&line)) {
+                return Ok(book.restore());
+            }
         }
     }
-    Ok(report)
+    Ok(book.restore())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::SchedAttr;
+
+    fn state() -> ThreadSched {
+        let mut attr = SchedAttr::new();
+        attr.sched_nice = -5;
+        attr.sched_flags = 1;
+        attr.sched_runtime = 1_400_000;
+        ThreadSched {
+            attr,
+            affinity: vec![0, 1, 5],
+        }
+    }
 
     #[test]
-    fn policies_round_trip_through_text() {
-        let mut r = Reservation::new(
-            Duration::from_us(500),
-            Duration::from_ms(5),
-            Duration::from_ms(10),
-        );
-        r.flags.reset_on_fork = true;
-        for p in [
-            Policy::Other { nice: -3 },
-            Policy::Idle,
-            Policy::Fifo { priority: 42 },
-            Policy::Rr { priority: 1 },
-            Policy::Deadline(r),
-        ] {
-            let text = encode_policy(&p);
-            let words: Vec<&str> = text.split_whitespace().collect();
-            assert_eq!(decode_policy(&words), Some(p), "{text}");
-        }
-        assert_eq!(decode_policy(&["other"]), None);
-        assert_eq!(decode_policy(&["fifo", "300"]), None);
-        assert_eq!(decode_policy(&["batch", "1"]), None);
+    fn states_round_trip_through_text() {
+        let s = state();
+        let text = s.encode();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(ThreadSched::decode(&words), Some(s));
+        assert_eq!(ThreadSched::decode(&["0", "0"]), None);
+        let mut bad = words.clone();
+        bad[2] = "-40";
+        assert_eq!(ThreadSched::decode(&bad), None, "nice out of range");
     }
 
     #[test]
     fn done_means_nothing_to_restore() {
-        let input = "track 1 1 other 0\ndone\n";
+        let input = format!("track 1 1 {}\ndone\n", state().encode());
         let r = serve(input.as_bytes()).unwrap();
         assert!(r.clean);
         assert!(r.restored.is_empty());
@@ -246,9 +314,26 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_reported_not_fatal() {
-        let input = "hello\ntrack x 1 other 0\nuntrack y\n";
+        let input = "hello\ntrack x 1 0 0 0 0 0 0 0 0 0 -\nuntrack y\ntrack 1 1 other 0\n";
         let r = serve(input.as_bytes()).unwrap();
         assert!(!r.clean);
-        assert_eq!(r.malformed.len(), 3);
+        assert_eq!(r.malformed.len(), 4);
+    }
+
+    #[test]
+    fn a_closed_pipe_ends_the_watching_loop() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe writes two descriptors into the array we own.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let line = b"untrack 5\ndone\n";
+        // SAFETY: fds[1] is the pipe's write end, `line` a live buffer.
+        unsafe {
+            libc::write(fds[1], line.as_ptr().cast(), line.len());
+            libc::close(fds[1]);
+        }
+        let r = serve_watching(fds[0], None).unwrap();
+        assert!(r.clean);
+        // SAFETY: closes the read end we own.
+        unsafe { libc::close(fds[0]) };
     }
 }

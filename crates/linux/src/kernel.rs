@@ -8,18 +8,20 @@
 //! | CPU time | `/proc/PID/task/TID/schedstat` ([`crate::procfs`]) |
 //! | wake-ups | a private tracefs instance filtered on the traced TIDs ([`crate::trace`]) |
 //! | policy / reservation | `sched_setattr`/`sched_getattr` ([`crate::sched`]), RESET_ON_FORK always on for reservations |
-//! | admission limit | `kernel.sched_rt_{runtime,period}_us`, online CPUs, one 50 ms / 1 s fair server per CPU |
+//! | admission limit | `.dl_bw->bw` in the scheduler's debugfs, else `kernel.sched_rt_{runtime,period}_us` read once ([`crate::admission`]), online CPUs, one 50 ms / 1 s fair server per CPU |
 //! | frequency | cpufreq sysfs ([`crate::cpufreq`]); `Unsupported` without cpufreq |
 //!
 //! Mainline `sched_getattr` does not expose a reservation's remaining runtime or current
 //! deadline, so [`Kernel::dl_state`] answers `None` and the controllers fall back to CPU time.
+
+use std::collections::BTreeMap;
 
 use pacer_adapt::{DlState, FreqState, Kernel, KernelError, Tid};
 use pacer_model::Policy;
 
 use crate::cpufreq::CpuFreq;
 use crate::procfs::ProcFs;
-use crate::sched;
+use crate::sched::{self, SchedAttr, ThreadSched, SCHED_DEADLINE};
 use crate::trace::WakeupTracer;
 
 /// The kernel, seen from pacer controlling one process's threads.
@@ -28,6 +30,13 @@ pub struct LinuxKernel {
     procfs: ProcFs,
     cpufreq: CpuFreq,
     tracer: Option<WakeupTracer>,
+    /// Each thread's full state before pacer first changed it: restored field by field.
+    originals: BTreeMap<Tid, ThreadSched>,
+    /// What pacer last set on each thread it changed, to notice a thread that changed itself.
+    applied: BTreeMap<Tid, SchedAttr>,
+    /// Threads that changed their own policy while controlled, with what they chose: from then
+    /// on pacer leaves them alone (their decision wins).
+    foreign: BTreeMap<Tid, SchedAttr>,
 }
 
 impl LinuxKernel {
@@ -38,7 +47,51 @@ impl LinuxKernel {
             procfs: ProcFs::system(),
             cpufreq: CpuFreq::system(),
             tracer: None,
+            originals: BTreeMap::new(),
+            applied: BTreeMap::new(),
+            foreign: BTreeMap::new(),
         }
+    }
+
+    /// Records a thread's state before pacer changes it (read by the caller at the moment it
+    /// took the thread, so the guardian and the ledger hold the same snapshot). Without it the
+    /// kernel reads the state itself before the first change.
+    pub fn remember_original(&mut self, tid: Tid, state: ThreadSched) {
+        self.originals.insert(tid, state);
+    }
+
+    /// The state `tid` had before pacer changed it, if pacer knows it.
+    pub fn original(&self, tid: Tid) -> Option<&ThreadSched> {
+        self.originals.get(&tid)
+    }
+
+    /// Forgets a thread that is gone.
+    pub fn forget(&mut self, tid: Tid) {
+        self.originals.remove(&tid);
+        self.applied.remove(&tid);
+        self.foreign.remove(&tid);
+    }
+
+    /// Threads whose scheduling state is no longer what pacer set: the thread (or someone else)
+    /// changed it. Each is reported once, with the state it has now; pacer never changes it
+    /// again, and giving it back leaves it as it is.
+    pub fn take_foreign_changes(&mut self) -> Vec<(Tid, SchedAttr)> {
+        let mut out = Vec::new();
+        let tids: Vec<Tid> = self.applied.keys().copied().collect();
+        for tid in tids {
+            let Ok(now) = sched::get_attr(tid) else { continue };
+            if !same_setting(&now, &self.applied[&tid]) {
+                self.applied.remove(&tid);
+                self.foreign.insert(tid, now);
+                out.push((tid, now));
+            }
+        }
+        out
+    }
+
+    /// What `tid` chose, if it changed its own policy while controlled.
+    pub fn foreign_state(&self, tid: Tid) -> Option<SchedAttr> {
+        self.foreign.get(&tid).copied()
     }
 
     /// The controlled process.
@@ -69,10 +122,6 @@ impl LinuxKernel {
         }
         Ok(self.tracer.as_mut().expect("just created"))
     }
-}
-
-fn read_sysctl(path: &str) -> Option<i64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 impl Kernel for LinuxKernel {
@@ -111,6 +160,18 @@ impl Kernel for LinuxKernel {
             None => Ok(()),
         }
     }
+    /// `timer`: recorded in hard-interrupt context, which is where hrtimer expiries wake their
+    /// sleepers (see [`crate::trace`], "Wake-up origin", for what else lands there).
+    fn drain_wakeups_marked(
+        &mut self,
+        t: Tid,
+        out: &mut Vec<pacer_adapt::kernel::Wakeup>,
+    ) -> Result<(), KernelError> {
+        match self.tracer.as_mut() {
+            Some(tr) => tr.drain_tid_marked(t, out).map_err(KernelError::from),
+            None => Ok(()),
+        }
+    }
     fn dl_state(&self, _t: Tid) -> Result<Option<DlState>, KernelError> {
         Ok(None)
     }
@@ -123,22 +184,63 @@ impl Kernel for LinuxKernel {
         if !self.procfs.has_thread(self.pid, t) {
             return Err(KernelError::NoSuchThread(t));
         }
+        let leaving = !matches!(p, Policy::Deadline(_));
+        if self.foreign.contains_key(&t) {
+            return if leaving {
+                // Giving back a thread that chose its own policy: that choice stays.
+                Ok(())
+            } else {
+                Err(KernelError::Invalid(format!(
+                    "thread {t} changed its own scheduling policy: pacer leaves it alone"
+                )))
+            };
+        }
+        let now = sched::get_attr(t).map_err(KernelError::from)?;
+        // Compare with what pacer left there last; checked right before every change, so a
+        // thread that switched itself (e.g. to SCHED_FIFO) is never put back under a reservation.
+        let expected = self
+            .applied
+            .get(&t)
+            .copied()
+            .or_else(|| self.originals.get(&t).map(|o| o.attr));
+        if let Some(exp) = expected {
+            if !same_setting(&now, &exp) {
+                self.applied.remove(&t);
+                self.foreign.insert(t, now);
+                return if leaving {
+                    Ok(())
+                } else {
+                    Err(KernelError::Invalid(format!(
+                        "thread {t} changed its own scheduling policy: pacer leaves it alone"
+                    )))
+                };
+            }
+        }
+        if leaving {
+            if let Some(orig) = self.originals.get(&t) {
+                if orig.policy().ok() == Some(p) {
+                    // Back to what it had: every field, not just the policy.
+                    sched::restore(t, orig).map_err(KernelError::from)?;
+                    self.applied.remove(&t);
+                    return Ok(());
+                }
+            }
+        } else if let std::collections::btree_map::Entry::Vacant(e) = self.originals.entry(t) {
+            e.insert(ThreadSched::read(t).map_err(KernelError::from)?);
+        }
         // A reserved thread must stay able to create threads: RESET_ON_FORK always on.
-        sched::set_policy(t, p, true).map_err(KernelError::from)
+        sched::set_policy(t, p, true).map_err(KernelError::from)?;
+        if leaving {
+            self.applied.remove(&t);
+        } else {
+            self.applied.insert(t, SchedAttr::from_policy(&p, true));
+        }
+        Ok(())
     }
     fn dl_bandwidth_limit(&self) -> f64 {
-        use pacer_model::reservation::{dl_total_limit, fair_servers_bw, BW_SHIFT, DEFAULT_FAIR_SERVER};
-        let runtime = read_sysctl("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or(950_000);
-        let period = read_sysctl("/proc/sys/kernel/sched_rt_period_us")
-            .unwrap_or(1_000_000)
-            .max(1) as u64;
-        let cpus = self.cpus();
-        // -1 disables admission control; Linux ≥ 6.12 holds one fair server per CPU.
-        let Some(total) = dl_total_limit(cpus as u64 * 1024, u64::try_from(runtime).ok(), period) else {
-            return cpus as f64;
-        };
-        let avail = total.saturating_sub(fair_servers_bw(cpus, Some(DEFAULT_FAIR_SERVER)));
-        avail as f64 / (1u64 << BW_SHIFT) as f64
+        // Never the sysctls at every tick: reading them rebuilds the root domains and corrupts
+        // the accounting of threads exiting meanwhile (see crate::admission).
+        crate::admission::cap().reservable(self.cpus())
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
         self.check_policy(cluster)?;
@@ -151,5 +253,25 @@ impl Kernel for LinuxKernel {
     fn set_frequency(&mut self, cluster: usize, khz: u32) -> Result<(), KernelError> {
         self.check_policy(cluster)?;
         self.cpufreq.set_floor(cluster, khz).map_err(KernelError::from)
+    }
+}
+
+/// Whether two attributes set the same scheduling: policy, flags that matter and the parameters
+/// of that policy (the EEVDF slice `sched_getattr` reports for fair policies, and fields of other
+/// policies, are not compared).
+fn same_setting(a: &SchedAttr, b: &SchedAttr) -> bool {
+    use pacer_model::reservation::{SCHED_FLAG_RECLAIM, SCHED_FLAG_RESET_ON_FORK};
+    let flags = SCHED_FLAG_RESET_ON_FORK | SCHED_FLAG_RECLAIM;
+    if a.sched_policy != b.sched_policy || a.sched_flags & flags != b.sched_flags & flags {
+        return false;
+    }
+    match a.sched_policy {
+        SCHED_DEADLINE => {
+            (a.sched_runtime, a.sched_deadline, a.sched_period)
+                == (b.sched_runtime, b.sched_deadline, b.sched_period)
+        }
+        sched::SCHED_FIFO | sched::SCHED_RR => a.sched_priority == b.sched_priority,
+        sched::SCHED_OTHER | sched::SCHED_BATCH => a.sched_nice == b.sched_nice,
+        _ => true,
     }
 }

@@ -2,6 +2,10 @@
 //! `Kernel` interface. Every syscall pacer makes lives in this crate (DESIGN.md: "no syscall
 //! outside crates/linux").
 //!
+//! - [`admission`]: the SCHED_DEADLINE admission cap, read once and without rebuilding root
+//!   domains (reading `sched_rt_*_us` corrupts the kernel's accounting on Linux 6.18);
+//! - [`audit`]: SCHED_DEADLINE admission accounting checked against the threads that hold
+//!   reservations, and its repair (`pacer doctor`); [`ledger`]: a session's record on disk;
 //! - [`sched`]: `sched_setattr`/`sched_getattr` with every field and flag, affinity;
 //! - [`procfs`]: thread discovery under /proc/PID/task, per-thread CPU time from schedstat, pidfds;
 //! - [`cpufreq`]: the cpufreq sysfs backend (tested against a fake sysfs tree);
@@ -13,11 +17,14 @@
 //! - [`control`]: LFS++ on one running process (`pacer exec` / `pacer attach`), with
 //!   [`guardian`] (restores threads if pacer dies) and [`signals`] (signals as pollable events).
 
+pub mod admission;
+pub mod audit;
 pub mod control;
 pub mod cpufreq;
 pub mod cpuset;
 pub mod guardian;
 pub mod kernel;
+pub mod ledger;
 pub mod perf;
 pub mod procfs;
 pub mod run;

@@ -139,6 +139,42 @@ pub fn comm(pid: Tid, tid: Tid) -> Result<String, LinuxError> {
     ProcFs::system().comm(pid, tid)
 }
 
+/// The fields of `/proc/PID/stat` after the command name (field 3, the state, first): the name
+/// may contain spaces and parentheses, so the split is at the last ')'.
+fn stat_fields(pid: Tid) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Start time of process `pid` in clock ticks since boot (field 22 of /proc/PID/stat), and
+/// whether it is a zombie; `None` when it does not exist. With the pid, the start time names one
+/// process for the whole uptime, even after the pid is recycled.
+pub fn process_start(pid: Tid) -> Option<(u64, bool)> {
+    let fields = stat_fields(pid)?;
+    let zombie = matches!(fields.first().map(String::as_str), Some("Z") | Some("X"));
+    // Field 3 (state) is fields[0], so field 22 is fields[19].
+    Some((fields.get(19)?.parse().ok()?, zombie))
+}
+
+/// Whether process `pid` is alive (not a zombie) and, when `start` is known, is the same process
+/// (not a recycled pid).
+pub fn process_alive(pid: Tid, start: Option<u64>) -> bool {
+    match process_start(pid) {
+        None | Some((_, true)) => false,
+        Some((s, false)) => start.is_none_or(|want| want == s),
+    }
+}
+
+/// `PF_KTHREAD` in the per-process flags (field 9 of /proc/PID/stat, include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether `pid` is a kernel thread (`None` when it does not exist).
+pub fn is_kernel_thread(pid: Tid) -> Option<bool> {
+    let flags: u64 = stat_fields(pid)?.get(6)?.parse().ok()?;
+    Some(flags & PF_KTHREAD != 0)
+}
+
 /// A pidfd: a stable handle on one process. Use [`Pidfd::threads`], [`Pidfd::cpu_time`] and
 /// [`Pidfd::comm`] instead of the bare procfs functions when the process is not ours: they
 /// re-check liveness after reading, so a PID recycled in between is reported as

@@ -352,6 +352,156 @@ pub fn shrink_reservation(tid: Tid, current: &SchedAttr) -> Result<(), LinuxErro
     set_attr(tid, &parked)
 }
 
+/// Everything the scheduler keeps about a thread that pacer may change, so that giving a thread
+/// back restores it field by field: policy, flags (RESET_ON_FORK as it was), nice, priority,
+/// SCHED_DEADLINE parameters, the EEVDF slice (Linux ≥ 6.12), utilisation clamps and CPU
+/// affinity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadSched {
+    pub attr: SchedAttr,
+    pub affinity: Vec<usize>,
+}
+
+impl ThreadSched {
+    /// The thread's state now.
+    pub fn read(tid: Tid) -> Result<ThreadSched, LinuxError> {
+        Ok(ThreadSched {
+            attr: get_attr(tid)?,
+            affinity: get_affinity(tid)?,
+        })
+    }
+
+    /// The policy as pacer models it (errors for SCHED_BATCH and other unmodelled policies).
+    pub fn policy(&self) -> Result<Policy, LinuxError> {
+        self.attr.to_policy()
+    }
+
+    /// One line of text: `POLICY FLAGS NICE PRIORITY RUNTIME DEADLINE PERIOD UTIL_MIN UTIL_MAX
+    /// CPULIST` (numbers as the kernel's fields), for the guardian's pipe and session files.
+    pub fn encode(&self) -> String {
+        let a = &self.attr;
+        let cpus: Vec<String> = self.affinity.iter().map(|c| c.to_string()).collect();
+        format!(
+            "{} {} {} {} {} {} {} {} {} {}",
+            a.sched_policy,
+            a.sched_flags,
+            a.sched_nice,
+            a.sched_priority,
+            a.sched_runtime,
+            a.sched_deadline,
+            a.sched_period,
+            a.sched_util_min,
+            a.sched_util_max,
+            if cpus.is_empty() {
+                "-".to_string()
+            } else {
+                cpus.join(",")
+            }
+        )
+    }
+
+    /// Inverse of [`ThreadSched::encode`]; `None` for anything else.
+    pub fn decode(words: &[&str]) -> Option<ThreadSched> {
+        if words.len() != 10 {
+            return None;
+        }
+        let n = |i: usize| words[i].parse::<u64>().ok();
+        let n32 = |i: usize| words[i].parse::<u32>().ok();
+        let affinity = if words[9] == "-" {
+            Vec::new()
+        } else {
+            words[9]
+                .split(',')
+                .map(|c| c.parse::<usize>().ok().filter(|&c| c < MAX_CPUS))
+                .collect::<Option<Vec<_>>>()?
+        };
+        Some(ThreadSched {
+            attr: SchedAttr {
+                size: SCHED_ATTR_SIZE_VER1,
+                sched_policy: n32(0)?,
+                sched_flags: n(1)?,
+                sched_nice: words[2].parse().ok().filter(|n| (-20..=19).contains(n))?,
+                sched_priority: n32(3).filter(|&p| p <= 99)?,
+                sched_runtime: n(4)?,
+                sched_deadline: n(5)?,
+                sched_period: n(6)?,
+                sched_util_min: n32(7)?,
+                sched_util_max: n32(8)?,
+            },
+            affinity,
+        })
+    }
+
+    /// The fields in which `self` and `other` differ, as `field: a -> b` (empty when equal).
+    pub fn differences(&self, other: &ThreadSched) -> Vec<String> {
+        let (a, b) = (&self.attr, &other.attr);
+        let fields: [(&str, i128, i128); 9] = [
+            ("policy", a.sched_policy.into(), b.sched_policy.into()),
+            ("flags", a.sched_flags.into(), b.sched_flags.into()),
+            ("nice", a.sched_nice.into(), b.sched_nice.into()),
+            ("priority", a.sched_priority.into(), b.sched_priority.into()),
+            ("runtime", a.sched_runtime.into(), b.sched_runtime.into()),
+            ("deadline", a.sched_deadline.into(), b.sched_deadline.into()),
+            ("period", a.sched_period.into(), b.sched_period.into()),
+            ("util_min", a.sched_util_min.into(), b.sched_util_min.into()),
+            ("util_max", a.sched_util_max.into(), b.sched_util_max.into()),
+        ];
+        let mut out: Vec<String> = fields
+            .iter()
+            .filter(|(_, x, y)| x != y)
+            .map(|(name, x, y)| format!("{name}: {x} -> {y}"))
+            .collect();
+        if self.affinity != other.affinity {
+            out.push(format!("affinity: {:?} -> {:?}", self.affinity, other.affinity));
+        }
+        out
+    }
+}
+
+/// The EEVDF slice `sched_getattr` reports for a SCHED_OTHER thread that never asked for one:
+/// this process's own first thread, read once (pacer never sets a slice on itself).
+fn default_slice() -> u64 {
+    static SLICE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SLICE.get_or_init(|| {
+        // SAFETY: getpid takes no arguments and cannot fail.
+        let pid = unsafe { libc::getpid() } as Tid;
+        get_attr(pid).map(|a| a.sched_runtime).unwrap_or(0)
+    })
+}
+
+/// Gives a thread back exactly the state in `orig` (as read by [`ThreadSched::read`] before pacer
+/// first changed it): leaves SCHED_DEADLINE through [`shrink_reservation`], then sets policy,
+/// flags, nice, priority and parameters, then the affinity if it differs.
+///
+/// Utilisation clamps are not passed: the kernel keeps a thread's own (user-defined) clamps
+/// across policy changes and resets the default ones, so leaving them out restores both. On
+/// Linux ≥ 6.12 `sched_getattr` reports a SCHED_OTHER thread's slice in `sched_runtime` whether
+/// or not it asked for one; a slice equal to the default is written back as 0 ("no custom
+/// slice"), any other as the custom slice it was.
+pub fn restore(tid: Tid, orig: &ThreadSched) -> Result<(), LinuxError> {
+    let current = get_attr(tid)?;
+    if current.sched_policy == SCHED_DEADLINE && orig.attr.sched_policy != SCHED_DEADLINE {
+        shrink_reservation(tid, &current)?;
+    }
+    let mut a = orig.attr;
+    a.sched_flags &= !(SCHED_FLAG_UTIL_CLAMP_MIN
+        | SCHED_FLAG_UTIL_CLAMP_MAX
+        | SCHED_FLAG_KEEP_POLICY
+        | SCHED_FLAG_KEEP_PARAMS);
+    if matches!(a.sched_policy, SCHED_OTHER | SCHED_BATCH) && a.sched_runtime == default_slice() {
+        a.sched_runtime = 0;
+    }
+    if matches!(a.sched_policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE) {
+        a.sched_deadline = 0;
+        a.sched_period = 0;
+    }
+    set_attr(tid, &a)?;
+    if !orig.affinity.is_empty() && get_affinity(tid)? != orig.affinity {
+        set_affinity(tid, &orig.affinity)?;
+    }
+    Ok(())
+}
+
 /// A thread's current policy as a pacer [`Policy`].
 pub fn get_policy(tid: Tid) -> Result<Policy, LinuxError> {
     get_attr(tid)?.to_policy()

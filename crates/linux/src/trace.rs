@@ -22,6 +22,30 @@
 //! is used. Cost of that choice: the instance is a directory that outlives a crashed process;
 //! [`WakeupTracer::new`] removes instances left by dead processes, and [`Drop`] removes its own.
 //!
+//! # Wake-up origin
+//! [`WakeupTracer::drain_tid_marked`] marks a wake-up `timer` when its record's `common_flags`
+//! has `TRACE_FLAG_HARDIRQ` (0x08): the event was recorded in hard-interrupt context. That is
+//! where an hrtimer expiry wakes its sleeper (clock_nanosleep, nanosleep, timerfd, POSIX
+//! timers, the timeouts of poll/select/epoll_wait), while a thread woken by another thread
+//! (futex, pipe, socket, signal) is woken in that thread's process context. Chosen over
+//! correlating with `timer:hrtimer_expire_entry` because it costs nothing: the flags are in
+//! every record already, no second event, no pairing across CPUs. Verified on the development
+//! VM (Linux 6.18, 2 CPUs) by `trace::tests::timer_wakeups_are_marked_and_thread_wakeups_are_not`
+//! (root): clock_nanosleep and timerfd wake-ups 30 of 30 marked, a condition variable's 0 of 32.
+//!
+//! Limits, in both directions:
+//! - any hard-interrupt wake-up is marked: a device interrupt that wakes its reader directly
+//!   (e.g. some sound drivers' period interrupt) counts as a timer. Such wake-ups do not move
+//!   with the CPU load either, which is what the mark is used for.
+//! - `sched_wakeup` is recorded where the woken thread is activated. When the waker's CPU does
+//!   not share a last-level cache with the wakee's (several LLCs per socket, several sockets),
+//!   Linux queues the activation to the wakee's CPU and runs it from an IPI, in hard-interrupt
+//!   context: such thread-to-thread wake-ups are marked too. `sched_waking`, recorded in the
+//!   waker's context, would not have this limit, at the price of a second event per wake-up.
+//! - on PREEMPT_RT kernels the sleep timers of non-real-time threads expire in softirq
+//!   context and are not marked; a kernel timer-wheel timeout (`schedule_timeout`) is not
+//!   marked either.
+//!
 //! CPU hotplug after construction is not followed: the set of CPUs is read once.
 
 use std::collections::{BTreeSet, HashMap};
@@ -32,7 +56,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use pacer_adapt::kernel::{KernelError, Tid};
+use pacer_adapt::kernel::{KernelError, Tid, Wakeup};
 
 /// Where tracefs is normally mounted, tried in this order after `/proc/mounts`.
 const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -187,7 +211,14 @@ struct WakeupFormat {
     id: u64,
     /// Offset of the 4-byte `pid` field (the woken thread) in the raw entry.
     pid_offset: usize,
+    /// Offset of the 1-byte `common_flags` field (the context the event was recorded in), if the
+    /// format has it; without it no wake-up is marked as a timer's.
+    flags_offset: Option<usize>,
 }
+
+/// `common_flags` bit set when the event was recorded in hard-interrupt context
+/// (`TRACE_FLAG_HARDIRQ`, include/linux/trace_events.h; the `h` of the text trace's flags).
+const TRACE_FLAG_HARDIRQ: u8 = 0x08;
 
 /// Extracts offset and size of `field` from a tracefs `format` file.
 fn field_offset(format: &str, field: &str) -> Option<(usize, usize)> {
@@ -221,8 +252,16 @@ fn parse_wakeup_format(id: &str, format: &str) -> Result<WakeupFormat, TraceErro
         .trim()
         .parse()
         .map_err(|_| TraceError::TracepointMissing(format!("unparsable id {:?}", id.trim())))?;
+    let flags_offset = match field_offset(format, "common_flags") {
+        Some((off, 1)) => Some(off),
+        _ => None,
+    };
     match field_offset(format, "pid") {
-        Some((pid_offset, 4)) => Ok(WakeupFormat { id, pid_offset }),
+        Some((pid_offset, 4)) => Ok(WakeupFormat {
+            id,
+            pid_offset,
+            flags_offset,
+        }),
         Some((_, size)) => Err(TraceError::TracepointMissing(format!(
             "field pid has size {size}, expected 4"
         ))),
@@ -395,11 +434,13 @@ fn write_ctl(path: &Path, value: &str) -> Result<(), TraceError> {
     })
 }
 
-/// Removes instances left behind by processes that no longer exist (a crash skips [`Drop`]).
-fn remove_stale_instances(instances: &Path) {
+/// The instances under `instances` left behind by processes that no longer exist (a crash
+/// skips [`Drop`]).
+fn stale_in(instances: &Path) -> Vec<PathBuf> {
     let Ok(dir) = fs::read_dir(instances) else {
-        return;
+        return Vec::new();
     };
+    let mut out = Vec::new();
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(INSTANCE_PREFIX)) else {
@@ -409,10 +450,34 @@ fn remove_stale_instances(instances: &Path) {
             continue;
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {
-            // Best effort: a failure leaves a harmless, disabled-by-nobody directory.
-            let _ = fs::remove_dir(entry.path());
+            out.push(entry.path());
         }
     }
+    out.sort();
+    out
+}
+
+/// Removes instances left behind by processes that no longer exist.
+fn remove_stale_instances(instances: &Path) {
+    for dir in stale_in(instances) {
+        // Best effort: a failure leaves a harmless, disabled-by-nobody directory.
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+/// pacer's tracefs instances whose process is gone (for `pacer doctor`); empty without tracefs.
+pub fn stale_instances() -> Vec<PathBuf> {
+    tracefs_root()
+        .map(|r| stale_in(&r.join("instances")))
+        .unwrap_or_default()
+}
+
+/// Removes [`stale_instances`]; returns those it could not remove, with the reason.
+pub fn remove_stale() -> Vec<(PathBuf, String)> {
+    stale_instances()
+        .into_iter()
+        .filter_map(|d| fs::remove_dir(&d).err().map(|e| (d, e.to_string())))
+        .collect()
 }
 
 /// Records wake-up timestamps (ns, CLOCK_MONOTONIC) of a chosen set of threads, filtered in the
@@ -425,7 +490,7 @@ pub struct WakeupTracer {
     tids: BTreeSet<Tid>,
     enabled: bool,
     /// Wake-ups read from the rings but not yet handed out.
-    pending: HashMap<Tid, Vec<u64>>,
+    pending: HashMap<Tid, Vec<Wakeup>>,
     lost: u64,
     page: Vec<u8>,
 }
@@ -573,9 +638,9 @@ impl WakeupTracer {
     /// time (events from different CPUs are merged).
     pub fn drain(&mut self, out: &mut HashMap<Tid, Vec<u64>>) -> Result<(), TraceError> {
         self.collect()?;
-        for (tid, mut ts) in self.pending.drain() {
-            ts.sort_unstable();
-            out.entry(tid).or_default().extend(ts);
+        for (tid, mut ws) in self.pending.drain() {
+            ws.sort_by_key(|w| w.t_ns);
+            out.entry(tid).or_default().extend(ws.into_iter().map(|w| w.t_ns));
         }
         Ok(())
     }
@@ -583,10 +648,19 @@ impl WakeupTracer {
     /// Appends `tid`'s wake-ups recorded since the last drain to `out`, sorted by time; other
     /// threads' wake-ups are kept for their own drain (the `Kernel::drain_wakeups` shape).
     pub fn drain_tid(&mut self, tid: Tid, out: &mut Vec<u64>) -> Result<(), TraceError> {
+        let mut marked = Vec::new();
+        self.drain_tid_marked(tid, &mut marked)?;
+        out.extend(marked.into_iter().map(|w| w.t_ns));
+        Ok(())
+    }
+
+    /// [`drain_tid`](Self::drain_tid) with each wake-up's origin: `timer` when the kernel
+    /// recorded it in hard-interrupt context (module documentation, "Wake-up origin").
+    pub fn drain_tid_marked(&mut self, tid: Tid, out: &mut Vec<Wakeup>) -> Result<(), TraceError> {
         self.collect()?;
-        if let Some(mut ts) = self.pending.remove(&tid) {
-            ts.sort_unstable();
-            out.extend(ts);
+        if let Some(mut ws) = self.pending.remove(&tid) {
+            ws.sort_by_key(|w| w.t_ns);
+            out.extend(ws);
         }
         Ok(())
     }
@@ -622,7 +696,11 @@ impl WakeupTracer {
                     };
                     // An event may race a filter change: keep only currently traced TIDs.
                     if tids.contains(&pid) {
-                        pending.entry(pid).or_default().push(time);
+                        let timer = format
+                            .flags_offset
+                            .and_then(|o| payload.get(o))
+                            .is_some_and(|&f| f & TRACE_FLAG_HARDIRQ != 0);
+                        pending.entry(pid).or_default().push(Wakeup { t_ns: time, timer });
                     }
                 });
             }
@@ -695,9 +773,14 @@ format:
             f,
             WakeupFormat {
                 id: 374,
-                pid_offset: 24
+                pid_offset: 24,
+                flags_offset: Some(2),
             }
         );
+        // Without common_flags (never seen, but the format file is the authority) nothing is
+        // marked, rather than reading a byte of something else.
+        let bare = FORMAT.replace("common_flags", "common_other");
+        assert_eq!(parse_wakeup_format("374", &bare).unwrap().flags_offset, None);
         assert_eq!(field_offset(FORMAT, "comm"), Some((8, 16)));
         assert_eq!(field_offset(FORMAT, "common_pid"), Some((4, 4)));
         assert!(matches!(
@@ -791,5 +874,161 @@ format:
         ));
         assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
         assert_eq!(unescape_mount_path("/plain\\"), "/plain\\");
+    }
+
+    fn gettid() -> Tid {
+        // SAFETY: gettid has no preconditions and cannot fail.
+        (unsafe { libc::gettid() }) as Tid
+    }
+
+    /// Pins the calling thread to CPU 0, so that a waker and its wakee share the CPU: a wake-up
+    /// queued to another CPU's wake list would be activated from an IPI (see the module
+    /// documentation) and is not what this test is about.
+    fn pin_to_cpu0() {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it; the
+        // syscall reads size_of::<cpu_set_t>() bytes from a valid pointer.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0,
+                "sched_setaffinity"
+            );
+        }
+    }
+
+    /// The claim behind the origin marks, on the running kernel: a thread sleeping in
+    /// clock_nanosleep and one blocked in read() on a timerfd are woken in hard-interrupt
+    /// context (marked timer), a thread woken through a condition variable by another thread is
+    /// not.
+    #[test]
+    #[cfg_attr(
+        not(pacer_privileged),
+        ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+    )]
+    fn timer_wakeups_are_marked_and_thread_wakeups_are_not() {
+        use std::sync::mpsc;
+        use std::sync::{Arc, Barrier, Condvar, Mutex};
+        use std::thread;
+
+        pacer_testkit::require(pacer_testkit::Need::Root);
+        pacer_testkit::require(pacer_testkit::Need::Tracefs);
+        const N: usize = 30;
+        const PERIOD_NS: i64 = 10_000_000;
+        let mut tracer = WakeupTracer::with_buffer_kb(256).expect("open the tracer");
+        let go = Arc::new(Barrier::new(4));
+        let (tx, rx) = mpsc::channel();
+
+        let (g, t) = (go.clone(), tx.clone());
+        let sleeper = thread::spawn(move || {
+            t.send(("clock_nanosleep", gettid())).unwrap();
+            g.wait();
+            let mut next = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: next is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut next) };
+            for _ in 0..N {
+                next.tv_nsec += PERIOD_NS;
+                if next.tv_nsec >= 1_000_000_000 {
+                    next.tv_nsec -= 1_000_000_000;
+                    next.tv_sec += 1;
+                }
+                // SAFETY: as above.
+                unsafe {
+                    libc::clock_nanosleep(
+                        libc::CLOCK_MONOTONIC,
+                        libc::TIMER_ABSTIME,
+                        &next,
+                        std::ptr::null_mut(),
+                    )
+                };
+            }
+        });
+
+        let (g, t) = (go.clone(), tx.clone());
+        let timerfd = thread::spawn(move || {
+            t.send(("timerfd", gettid())).unwrap();
+            // SAFETY: plain syscalls on a descriptor this thread owns; `its` and `ticks` are
+            // valid for the calls' reads and writes.
+            unsafe {
+                let fd = libc::timerfd_create(libc::CLOCK_MONOTONIC, 0);
+                assert!(fd >= 0, "timerfd_create");
+                g.wait();
+                let interval = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: PERIOD_NS,
+                };
+                let its = libc::itimerspec {
+                    it_interval: interval,
+                    it_value: interval,
+                };
+                assert_eq!(libc::timerfd_settime(fd, 0, &its, std::ptr::null_mut()), 0);
+                let mut ticks = 0u64;
+                for _ in 0..N {
+                    libc::read(fd, (&mut ticks as *mut u64).cast(), 8);
+                }
+                libc::close(fd);
+            }
+        });
+
+        // The waiter sleeps on a condition variable that the signaller, itself woken by its own
+        // sleep, notifies every 10 ms.
+        let pair = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let (g, t, p) = (go.clone(), tx.clone(), pair.clone());
+        let waiter = thread::spawn(move || {
+            pin_to_cpu0();
+            t.send(("condvar", gettid())).unwrap();
+            g.wait();
+            let (lock, cv) = &*p;
+            let mut seen = 0;
+            let mut n = lock.lock().unwrap();
+            while seen < N {
+                while *n == seen {
+                    n = cv.wait(n).unwrap();
+                }
+                seen = *n;
+            }
+        });
+        let mut tids = std::collections::BTreeMap::new();
+        for _ in 0..3 {
+            let (name, tid) = rx.recv().unwrap();
+            tracer.add(tid).expect("trace");
+            tids.insert(name, tid);
+        }
+        pin_to_cpu0();
+        go.wait();
+        for _ in 0..N {
+            thread::sleep(std::time::Duration::from_nanos(PERIOD_NS as u64));
+            let (lock, cv) = &*pair;
+            *lock.lock().unwrap() += 1;
+            cv.notify_one();
+        }
+        for h in [sleeper, timerfd, waiter] {
+            h.join().unwrap();
+        }
+        let mut marked = std::collections::BTreeMap::new();
+        for (&name, &tid) in &tids {
+            let mut ws = Vec::new();
+            tracer.drain_tid_marked(tid, &mut ws).expect("drain");
+            let timer = ws.iter().filter(|w| w.timer).count();
+            eprintln!("{name}: {} wake-ups, {timer} marked timer", ws.len());
+            marked.insert(name, (ws.len(), timer));
+        }
+        // Each expiry is a marked wake-up; the others (the start barrier's futex) are not.
+        for name in ["clock_nanosleep", "timerfd"] {
+            let (n, timer) = marked[name];
+            assert!(
+                timer >= N - 1,
+                "{name}: only {timer} of {n} wake-ups marked timer"
+            );
+            assert!(n - timer <= 3, "{name}: {} of {n} wake-ups not marked", n - timer);
+        }
+        let (n, timer) = marked["condvar"];
+        assert!(n >= N / 2, "condvar: {n} wake-ups");
+        assert_eq!(timer, 0, "condvar: {timer} of {n} marked timer");
+        assert_eq!(tracer.lost(), 0);
     }
 }

@@ -2,8 +2,9 @@
 //! one-CPU partition is its own SCHED_DEADLINE root domain, everything is restored afterwards,
 //! leftovers of a SIGKILLed pacer are cleaned up, and leaked deadline bandwidth is recovered by
 //! rebuilding the root domains. They change global scheduler state, so they need root, run one
-//! at a time, and restore the system through guards even when an assertion fails. Without root,
-//! a v1 cpuset hierarchy or CPUs 0 and 1, each prints "skipping: …" and returns.
+//! at a time, and restore the system through guards even when an assertion fails. They also need
+//! a v1 cpuset hierarchy and CPUs 0 and 1 (`pacer_testkit`: ignored in builds without root or
+//! `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise).
 //!
 //! Run with `cargo test -p pacer-linux --test cpuset -- --nocapture` to see what was measured.
 
@@ -22,6 +23,7 @@ use pacer_linux::sched::{
     get_affinity, get_attr, set_attr, set_policy, SchedAttr, Tid, SCHED_DEADLINE, SCHED_OTHER,
 };
 use pacer_model::{Duration, Policy, Reservation};
+use pacer_testkit::{require, Need};
 
 /// The tests reshape the machine's root domains: one at a time.
 static SYSTEM: Mutex<()> = Mutex::new(());
@@ -41,38 +43,23 @@ fn dl_1_10() -> Policy {
         Duration::from_ms(10),
     ))
 }
-const BW_1_10: u64 = (1 << 20) / 10;
+const BW_1_10: i64 = (1 << 20) / 10;
 
-/// The v1 hierarchy with CPUs 0 and 1, or why the test cannot run here.
-fn v1_or_skip(test: &str) -> Option<CpusetHierarchy> {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        eprintln!("{test}: skipping: not root (euid {euid}); cpusets and SCHED_DEADLINE need root");
-        return None;
-    }
-    let h = match CpusetHierarchy::detect() {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("{test}: skipping: {e}");
-            return None;
-        }
-    };
-    if h.version() != CgroupVersion::V1 {
-        eprintln!(
-            "{test}: skipping: the cpuset controller is on cgroup v2 at {} (these tests target v1; \
-             v2 is covered by the fake-tree unit tests)",
-            h.root().display()
-        );
-        return None;
-    }
-    match h.cpus() {
-        Ok(c) if c.contains(&0) && c.contains(&1) => Some(h),
-        other => {
-            eprintln!("{test}: skipping: needs CPUs 0 and 1 in the root cpuset, found {other:?}");
-            None
-        }
-    }
+/// The v1 hierarchy with CPUs 0 and 1, after checking what these tests need. No SCHED_DEADLINE
+/// probe: its reservation could still be accounted when a test reads the bandwidth it starts
+/// from.
+fn v1(test: &str) -> CpusetHierarchy {
+    require(Need::Root);
+    require(Need::CgroupV1Cpuset);
+    require(Need::Cpus(&[0, 1]));
+    let h = CpusetHierarchy::detect().unwrap_or_else(|e| panic!("{test}: {e}"));
+    assert_eq!(h.version(), CgroupVersion::V1, "{test}: {}", h.root().display());
+    let cpus = h.cpus();
+    assert!(
+        matches!(&cpus, Ok(c) if c.contains(&0) && c.contains(&1)),
+        "{test}: needs CPUs 0 and 1 in the root cpuset, found {cpus:?}"
+    );
+    h
 }
 
 fn knob(h: &CpusetHierarchy, name: &str) -> String {
@@ -194,15 +181,20 @@ fn kick(pid: Tid) {
     });
 }
 
-fn total_bw(cpu: usize) -> u64 {
+fn total_bw(cpu: usize) -> i64 {
     total_bw_of(&read_dl_bandwidth().expect("read dl_bw"), cpu).expect("cpu in sched debug")
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn partition_on_cpu1_is_its_own_root_domain_and_everything_is_restored() {
     let _s = serialize();
     let test = "partition_on_cpu1";
-    let Some(h) = v1_or_skip(test) else { return };
+    let h = v1(test);
+    require(Need::SchedDebug);
     let guard = SystemGuard::new(&h);
     let all_cpus = get_affinity(0).unwrap();
     let before = read_dl_bandwidth().expect("read dl_bw (debugfs)");
@@ -339,10 +331,15 @@ fn partition_on_cpu1_is_its_own_root_domain_and_everything_is_restored() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn rebuild_root_domains_recovers_leaked_bandwidth() {
     let _s = serialize();
     let test = "rebuild_root_domains";
-    let Some(h) = v1_or_skip(test) else { return };
+    let h = v1(test);
+    require(Need::SchedDebug);
     let _guard = SystemGuard::new(&h);
     let base = total_bw(0);
     let kid = Kid::sleep();
@@ -389,12 +386,15 @@ fn rebuild_root_domains_recovers_leaked_bandwidth() {
 
 /// Runs only inside the re-executed test binary of `sigkill_leaves_leftovers_cleanup_stale_removes`:
 /// plays a pacer that partitions the machine, starts a task inside, and is then SIGKILLed.
+/// Anywhere else it returns at once: it is that test's other half, so it is compiled in or
+/// ignored with it (and CI does not count a skip for it when everything runs).
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn sigkill_victim() {
     if std::env::var_os(VICTIM_ENV).is_none() {
-        eprintln!(
-            "sigkill_victim: skipping: helper process, run by sigkill_leaves_leftovers_cleanup_stale_removes"
-        );
         return;
     }
     let h = CpusetHierarchy::detect().unwrap();
@@ -412,14 +412,25 @@ fn sigkill_victim() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn sigkill_leaves_leftovers_cleanup_stale_removes() {
     let _s = serialize();
     let test = "sigkill_cleanup";
-    let Some(h) = v1_or_skip(test) else { return };
+    let h = v1(test);
     let guard = SystemGuard::new(&h);
     let mut victim = Kid::spawn(
         Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "sigkill_victim", "--nocapture", "--test-threads=1"])
+            // --include-ignored: the victim runs even when this test was run with --ignored.
+            .args([
+                "--exact",
+                "sigkill_victim",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(VICTIM_ENV, "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::null()),
@@ -484,20 +495,15 @@ fn sigkill_leaves_leftovers_cleanup_stale_removes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn reads_dl_bandwidth_of_every_cpu() {
     let _s = serialize();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("reads_dl_bandwidth_of_every_cpu: skipping: not root (debugfs is root-only)");
-        return;
-    }
-    let v = match read_dl_bandwidth() {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("reads_dl_bandwidth_of_every_cpu: skipping: {e}");
-            return;
-        }
-    };
+    require(Need::Root);
+    require(Need::SchedDebug);
+    let v = read_dl_bandwidth().unwrap_or_else(|e| panic!("reads_dl_bandwidth_of_every_cpu: {e}"));
     let online = get_affinity(0).unwrap().len();
     assert!(v.len() >= online.min(1), "{v:?}");
     assert!(v.iter().all(|s| s.bw > 0 && s.bw <= 1 << 20), "{v:?}");

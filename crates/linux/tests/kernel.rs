@@ -1,5 +1,7 @@
 //! `LinuxKernel` against the real kernel: threads, CPU time, traced wake-ups fed to the period
-//! analyser, admission limit. Needs root (CI is root); otherwise says so and skips.
+//! analyser, admission limit. The sensors work for any user; wake-up tracing needs root and
+//! tracefs, so it is a test of its own (`pacer_testkit`: ignored in builds without root or
+//! `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise).
 
 use std::time::Duration;
 
@@ -7,15 +9,11 @@ use pacer_adapt::period::{analyse, PeriodConfig, PeriodEstimate};
 use pacer_adapt::{Kernel, KernelError};
 use pacer_linux::kernel::LinuxKernel;
 use pacer_linux::sched::gettid;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use pacer_testkit::{require, Need};
 
 #[test]
-fn real_kernel_sensors_and_period_detection() {
-    let mut k = LinuxKernel::for_process(std::process::id());
+fn real_kernel_sensors() {
+    let k = LinuxKernel::for_process(std::process::id());
     let me = gettid();
     assert!(k.threads().contains(&me), "own tid {me} in {:?}", k.threads());
     let t0 = k.cpu_time(me).unwrap();
@@ -38,11 +36,17 @@ fn real_kernel_sensors_and_period_detection() {
         Err(KernelError::Unsupported(m)) => eprintln!("real_kernel: no cpufreq here ({m})"),
         Err(e) => panic!("unexpected cpufreq error: {e}"),
     }
+}
 
-    if !is_root() {
-        eprintln!("skipping the wake-up tracing part: needs root for tracefs");
-        return;
-    }
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn real_kernel_period_detection() {
+    require(Need::Root);
+    require(Need::Tracefs);
+    let mut k = LinuxKernel::for_process(std::process::id());
     // A periodic program (sleeps until absolute 16 ms deadlines, so its activations do not drift
     // with scheduling delays), traced for ~0.8 s, then the period analyser.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -57,12 +61,9 @@ fn real_kernel_sensors_and_period_detection() {
         }
     });
     let tid = rx.recv().unwrap();
-    if let Err(e) = k.trace_wakeups(tid, true) {
-        eprintln!("skipping the wake-up tracing part: {e}");
-        sleeper.join().unwrap();
-        return;
-    }
+    let traced = k.trace_wakeups(tid, true);
     sleeper.join().unwrap();
+    traced.unwrap_or_else(|e| panic!("cannot trace wake-ups: {e}"));
     let mut w = Vec::new();
     k.drain_wakeups(tid, &mut w).unwrap();
     assert!(w.len() >= 40, "only {} wake-ups traced", w.len());

@@ -1,7 +1,8 @@
 //! Real-kernel tests of `pacer_linux::perf`: context switches and CPU migrations of chosen
 //! threads counted by perf software events. They need perf events the caller may open on other
-//! threads (root, or `kernel.perf_event_paranoid` ≤ 1); otherwise each test prints
-//! "skipping: …" and returns. Run with `--nocapture` to see the counts.
+//! threads: root, or `kernel.perf_event_paranoid` ≤ 1 (`pacer_testkit`: ignored in builds
+//! without root or `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise). Run with
+//! `--nocapture` to see the counts.
 
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use pacer_linux::perf::{PerfError, ThreadCounters, ThreadPerf};
 use pacer_linux::sched::{get_affinity, gettid, set_affinity, Tid};
+use pacer_testkit::{require, Need};
 
 /// The tests share two CPUs; serialise them so one test's busy threads do not add switches to
 /// another's counts.
@@ -72,30 +74,26 @@ impl Drop for Worker {
     }
 }
 
-/// Opens counters on `tid`, or says why this environment cannot run the test.
-fn open_or_skip(test: &str, tid: Tid) -> Option<ThreadPerf> {
-    match ThreadPerf::open(tid) {
-        Ok(p) => Some(p),
-        Err(e @ (PerfError::Permission { .. } | PerfError::Unsupported { .. })) => {
-            eprintln!("{test}: skipping: {e}");
-            None
-        }
-        Err(e) => panic!("{test}: opening perf counters failed unexpectedly: {e}"),
-    }
+/// Opens counters on `tid`.
+fn open(test: &str, tid: Tid) -> ThreadPerf {
+    ThreadPerf::open(tid).unwrap_or_else(|e| panic!("{test}: opening perf counters failed: {e}"))
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn sleeping_thread_switches_at_least_once_per_sleep() {
     let _g = serialize();
     let test = "sleeping_thread_switches_at_least_once_per_sleep";
+    require(Need::PerfEvents);
     let w = Worker::spawn(|| {
         for _ in 0..100 {
             thread::sleep(Duration::from_millis(1));
         }
     });
-    let Some(perf) = open_or_skip(test, w.tid) else {
-        return;
-    };
+    let perf = open(test, w.tid);
     let before = perf.read().unwrap();
     assert_eq!(
         before.context_switches, 0,
@@ -136,14 +134,16 @@ fn sleeping_thread_switches_at_least_once_per_sleep() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn alternating_affinity_counts_migrations() {
     let _g = serialize();
     let test = "alternating_affinity_counts_migrations";
+    require(Need::PerfEvents);
+    require(Need::Cpus(&[0, 1]));
     let cpus = get_affinity(0).unwrap();
-    if !cpus.contains(&0) || !cpus.contains(&1) {
-        eprintln!("{test}: skipping: needs CPUs 0 and 1, this thread may use {cpus:?}");
-        return;
-    }
     let restore = cpus.clone();
     let w = Worker::spawn(move || {
         for i in 0..20 {
@@ -152,9 +152,7 @@ fn alternating_affinity_counts_migrations() {
         }
         set_affinity(0, &restore).expect("restore affinity");
     });
-    let Some(perf) = open_or_skip(test, w.tid) else {
-        return;
-    };
+    let perf = open(test, w.tid);
     w.run();
     let c = perf.read().unwrap();
     eprintln!(
@@ -166,8 +164,13 @@ fn alternating_affinity_counts_migrations() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn missing_thread_is_a_typed_error() {
     let _g = serialize();
+    require(Need::PerfEvents);
     // Above the default pid_max (4 194 304 is the largest possible): no such thread.
     let ghost: Tid = 0x7fff_fff0;
     match ThreadPerf::open(ghost) {
@@ -175,18 +178,11 @@ fn missing_thread_is_a_typed_error() {
             assert_eq!(t, ghost);
             eprintln!("missing_thread_is_a_typed_error: tid {ghost} -> NoSuchThread");
         }
-        Err(e @ (PerfError::Permission { .. } | PerfError::Unsupported { .. })) => {
-            eprintln!("missing_thread_is_a_typed_error: skipping: {e}")
-        }
         other => panic!("expected NoSuchThread, got {other:?}"),
     }
     let mut set = ThreadCounters::new();
     match set.add(ghost) {
         Err(PerfError::NoSuchThread(_)) => {}
-        Err(e @ (PerfError::Permission { .. } | PerfError::Unsupported { .. })) => {
-            eprintln!("missing_thread_is_a_typed_error: skipping ThreadCounters: {e}");
-            return;
-        }
         other => panic!("expected NoSuchThread, got {other:?}"),
     }
     // sync() skips threads that are gone instead of failing.
@@ -195,9 +191,14 @@ fn missing_thread_is_a_typed_error() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn thread_counters_follow_a_set_of_threads() {
     let _g = serialize();
     let test = "thread_counters_follow_a_set_of_threads";
+    require(Need::PerfEvents);
     let a = Worker::spawn(|| {
         for _ in 0..20 {
             thread::sleep(Duration::from_millis(1));
@@ -209,14 +210,7 @@ fn thread_counters_follow_a_set_of_threads() {
         }
     });
     let mut set = ThreadCounters::new();
-    match set.add(a.tid) {
-        Ok(()) => {}
-        Err(e @ (PerfError::Permission { .. } | PerfError::Unsupported { .. })) => {
-            eprintln!("{test}: skipping: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    }
+    set.add(a.tid).unwrap_or_else(|e| panic!("{test}: {e}"));
     set.sync([a.tid, b.tid]).unwrap();
     assert_eq!(set.tids().collect::<Vec<_>>().len(), 2);
     a.run();

@@ -1,7 +1,7 @@
 //! Real-kernel tests of the executor (`pacer_linux::run`, `pacer run`): rt-app workloads run on
-//! this machine's kernel with real-time policies, so they need root and SCHED_DEADLINE. Without
-//! either each test prints "skipping: …" and returns; when they run they print what they
-//! measured.
+//! this machine's kernel with real-time policies, so they need root and SCHED_DEADLINE
+//! (`pacer_testkit`: ignored in builds without root or `PACER_REQUIRE_ROOT=1`, failing when a
+//! need is missing otherwise). When they run they print what they measured.
 //!
 //! Tolerances are chosen for a 2-CPU VM that may be compiling other things at the same time:
 //! the real-time threads preempt builds, so counts and spacings are exact by construction (the
@@ -13,8 +13,9 @@ use std::sync::Mutex;
 
 use pacer_linux::run::{self, Collect, RunConfig, RunReport, StopReason};
 use pacer_linux::sched::{self, SCHED_DEADLINE};
-use pacer_model::{Duration, Policy, Reservation};
+use pacer_model::{Duration, Policy};
 use pacer_sim::{JobRecord, Observer, Sim, SimConfig};
+use pacer_testkit::{require, Need};
 use pacer_workload::{parse_rtapp, Workload};
 
 /// Admission control is global and the runs are timing-sensitive: one test at a time.
@@ -26,36 +27,10 @@ fn serialize() -> std::sync::MutexGuard<'static, ()> {
 
 const MS: u64 = 1_000_000;
 
-/// Whether the real tests can run; prints the reason when not.
-fn can_run(test: &str) -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        eprintln!("{test}: skipping: not root (euid {euid}); real-time policies need CAP_SYS_NICE");
-        return false;
-    }
-    // A helper thread reserves a little bandwidth for itself and gives it back itself.
-    let probe = std::thread::spawn(|| {
-        let dl = Policy::Deadline(Reservation::new(
-            Duration::from_us(100),
-            Duration::from_ms(10),
-            Duration::from_ms(10),
-        ));
-        let r = sched::set_policy(0, dl, true);
-        if r.is_ok() {
-            let _ = sched::set_policy(0, Policy::Other { nice: 0 }, false);
-        }
-        r.map_err(|e| e.to_string())
-    })
-    .join()
-    .unwrap_or_else(|_| Err("probe thread panicked".into()));
-    match probe {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("{test}: skipping: SCHED_DEADLINE probe failed: {e}");
-            false
-        }
-    }
+/// What every test here needs: real-time policies and SCHED_DEADLINE.
+fn require_rt() {
+    require(Need::Root);
+    require(Need::SchedDeadline);
 }
 
 fn workload(json: &str) -> Workload {
@@ -122,11 +97,13 @@ const TWO_PERIODIC: &str = r#"{
 }"#;
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn two_periodic_threads_give_the_expected_jobs() {
     let _g = serialize();
-    if !can_run("two_periodic_threads_give_the_expected_jobs") {
-        return;
-    }
+    require_rt();
     let w = workload(TWO_PERIODIC);
     let (report, jobs) = execute(&w, &config(Some(1000)));
     assert_eq!(report.stopped_by, StopReason::Duration);
@@ -185,11 +162,13 @@ fn two_periodic_threads_give_the_expected_jobs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn a_deadline_thread_gets_its_reservation_and_gives_it_back() {
     let _g = serialize();
-    if !can_run("a_deadline_thread_gets_its_reservation_and_gives_it_back") {
-        return;
-    }
+    require_rt();
     let before = dl_total_bw();
     let w = workload(
         r#"{ "tasks": { "render": {
@@ -200,13 +179,12 @@ fn a_deadline_thread_gets_its_reservation_and_gives_it_back() {
     let report = match run::run(&w, &config(Some(500)), &mut sink) {
         Ok(r) => r,
         Err(e) if e.is_admission() => {
-            // Only another process's reservations can leave no room for 30 % of a CPU here.
-            eprintln!(
-                "a_deadline_thread_gets_its_reservation_and_gives_it_back: skipping: other \
-                 SCHED_DEADLINE threads on this machine hold the bandwidth (dl_bw->total_bw \
-                 {before:?}): {e}"
+            // Only another process's reservations can leave no room for 30 % of a CPU here: the
+            // machine cannot run this test, which must not pass unchecked.
+            panic!(
+                "other SCHED_DEADLINE threads on this machine hold the bandwidth \
+                 (dl_bw->total_bw {before:?}), so the reservation cannot be tested: {e}"
             );
-            return;
         }
         Err(e) => panic!("the run fails: {e}"),
     };
@@ -250,11 +228,13 @@ fn a_deadline_thread_gets_its_reservation_and_gives_it_back() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn refused_reservations_fail_the_run_and_release_everything() {
     let _g = serialize();
-    if !can_run("refused_reservations_fail_the_run_and_release_everything") {
-        return;
-    }
+    require_rt();
     let before = dl_total_bw();
     // Three reservations of 9/10 on 2 CPUs: at most two are admitted.
     let w = workload(
@@ -275,11 +255,13 @@ fn refused_reservations_fail_the_run_and_release_everything() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn finite_loops_and_phases_match_the_simulators_jobs() {
     let _g = serialize();
-    if !can_run("finite_loops_and_phases_match_the_simulators_jobs") {
-        return;
-    }
+    require_rt();
     // A thread without timers (one job per pass, then the job in progress at exit) and a thread
     // whose phases pin it to CPU 0, then CPU 1, and change its priority.
     let w = workload(
@@ -342,11 +324,13 @@ fn finite_loops_and_phases_match_the_simulators_jobs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn the_run_stops_at_its_duration_even_in_a_long_run() {
     let _g = serialize();
-    if !can_run("the_run_stops_at_its_duration_even_in_a_long_run") {
-        return;
-    }
+    require_rt();
     // 5 s of work per job, a 200 ms run: the busy loop checks the stop between chunks.
     let w =
         workload(r#"{ "tasks": { "busy": { "policy": "SCHED_FIFO", "priority": 10, "run": 5000000 } } }"#);
@@ -371,11 +355,13 @@ fn the_run_stops_at_its_duration_even_in_a_long_run() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn a_thread_failing_mid_run_stops_the_others_even_asleep() {
     let _g = serialize();
-    if !can_run("a_thread_failing_mid_run_stops_the_others_even_asleep") {
-        return;
-    }
+    require_rt();
     // `greedy` asks, in its second phase, for SCHED_DEADLINE while pinned to one CPU, which the
     // kernel refuses; `sleepy` is then in a 10 s sleep and must be woken to stop.
     let w = workload(
@@ -393,12 +379,13 @@ fn a_thread_failing_mid_run_stops_the_others_even_asleep() {
         Err(e) => e,
         Ok(_) => {
             // Accepted: CPU 0 is a root domain of its own here (exclusive cpusets split the
-            // machine), so a thread pinned to it may hold a reservation.
-            eprintln!(
-                "a_thread_failing_mid_run_stops_the_others_even_asleep: skipping: the kernel \
-                 accepted SCHED_DEADLINE on CPU 0 alone (CPU 0 is its own root domain)"
+            // machine), so a thread pinned to it may hold a reservation and nothing fails: the
+            // machine cannot run this test, which must not pass unchecked.
+            panic!(
+                "the kernel accepted SCHED_DEADLINE on CPU 0 alone (CPU 0 is its own root \
+                 domain: exclusive cpusets split this machine), so a failing thread cannot be \
+                 provoked; remove that cpuset (`pacer cpuset --cleanup` if pacer left it) and rerun"
             );
-            return;
         }
     };
     let took = t.elapsed();
@@ -413,11 +400,13 @@ fn a_thread_failing_mid_run_stops_the_others_even_asleep() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn shared_timers_and_relative_timers_release_like_the_simulator() {
     let _g = serialize();
-    if !can_run("shared_timers_and_relative_timers_release_like_the_simulator") {
-        return;
-    }
+    require_rt();
     // `left` and `right` share the timer `tick` (10 ms): each timer event advances it by one
     // period, so they take turns and each is released every 20 ms. `late` (on the other CPU) runs
     // 3 ms against a 2 ms relative timer: always late, so its grid restarts at every timer event.

@@ -1,6 +1,7 @@
 //! Real-kernel tests of `pacer_linux::sched`: they set SCHED_DEADLINE/SCHED_FIFO on real threads,
-//! so they need root and a kernel with SCHED_DEADLINE. Without either they print a
-//! "skipping: …" line to stderr and return; when they run they print what they verified.
+//! so they need root and a kernel with SCHED_DEADLINE (`pacer_testkit`: ignored in builds
+//! without root or `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise). When they
+//! run they print what they verified.
 
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Mutex;
@@ -12,6 +13,7 @@ use pacer_linux::sched::{
     SCHED_DEADLINE, SCHED_OTHER,
 };
 use pacer_model::{Duration, Policy, Reservation, ReservationFlags};
+use pacer_testkit::{require, Need};
 
 /// Admission control is global: tests in this file must not hold bandwidth at the same time.
 static KERNEL: Mutex<()> = Mutex::new(());
@@ -88,40 +90,20 @@ impl Drop for RestoreSelf {
     }
 }
 
-/// Whether the real tests can run; prints the reason when not.
-fn can_use_deadline(test: &str) -> bool {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        eprintln!("{test}: skipping: not root (euid {euid}), SCHED_DEADLINE needs CAP_SYS_NICE");
-        return false;
-    }
-    let probe = Parked::new();
-    let r = set_policy(
-        probe.tid,
-        dl(
-            Duration::from_us(100),
-            Duration::from_ms(10),
-            Duration::from_ms(10),
-        ),
-        true,
-    );
-    drop(probe);
-    match r {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("{test}: skipping: SCHED_DEADLINE probe failed: {e}");
-            false
-        }
-    }
+/// What every SCHED_DEADLINE test here needs.
+fn require_deadline() {
+    require(Need::Root);
+    require(Need::SchedDeadline);
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn deadline_set_read_back_and_restore() {
     let _g = serialize();
-    if !can_use_deadline("deadline_set_read_back_and_restore") {
-        return;
-    }
+    require_deadline();
     let me = gettid();
     let _restore = RestoreSelf;
     let p = dl(Duration::from_ms(1), Duration::from_ms(10), Duration::from_ms(10));
@@ -169,11 +151,13 @@ fn deadline_set_read_back_and_restore() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn over_admission_is_refused_with_admission() {
     let _g = serialize();
-    if !can_use_deadline("over_admission_is_refused_with_admission") {
-        return;
-    }
+    require_deadline();
     let threads: Vec<Parked> = (0..3).map(|_| Parked::new()).collect();
     let big = dl(
         Duration::from_us(9500),
@@ -211,11 +195,13 @@ fn over_admission_is_refused_with_admission() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn invalid_parameters_are_invalid() {
     let _g = serialize();
-    if !can_use_deadline("invalid_parameters_are_invalid") {
-        return;
-    }
+    require_deadline();
     let _restore = RestoreSelf;
     let cases = [
         (
@@ -241,11 +227,13 @@ fn invalid_parameters_are_invalid() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn fifo_round_trip_and_missing_thread() {
     let _g = serialize();
-    if !can_use_deadline("fifo_round_trip_and_missing_thread") {
-        return;
-    }
+    require_deadline();
     let t = Parked::new();
     set_policy(t.tid, Policy::Fifo { priority: 10 }, true).unwrap();
     assert_eq!(get_policy(t.tid).unwrap(), Policy::Fifo { priority: 10 });
@@ -298,21 +286,20 @@ fn affinity_round_trip() {
 /// admission control (`dl_bw->total_bw`); see `sched::shrink_reservation` for the kernel behaviour
 /// this guards against.
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn demoting_a_sleeping_thread_does_not_leak_bandwidth() {
     let _g = serialize();
     let test = "demoting_a_sleeping_thread_does_not_leak_bandwidth";
-    if !can_use_deadline(test) {
-        return;
-    }
-    // The probe's reservation is released at its 0-lag time, within its 10 ms period.
+    require_deadline();
+    require(Need::SchedDebug);
+    // A margin for reservations of earlier tests still on their way out (a thread demoted
+    // without shrinking first is released at its 0-lag time, within its period).
     std::thread::sleep(std::time::Duration::from_millis(50));
-    let before = match pacer_linux::cpuset::read_dl_bandwidth() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("{test}: skipping: cannot read dl_bw->total_bw from debugfs: {e}");
-            return;
-        }
-    };
+    let before = pacer_linux::cpuset::read_dl_bandwidth()
+        .unwrap_or_else(|e| panic!("{test}: cannot read dl_bw->total_bw from debugfs: {e}"));
     let total = |s: &[pacer_linux::cpuset::DlBandwidth]| pacer_linux::cpuset::total_bw_of(s, 0).unwrap();
     let mut child = std::process::Command::new("sleep")
         .arg("30")

@@ -1,7 +1,8 @@
 //! Real-kernel tests of `pacer_linux::trace`: a periodic sleeper is traced through the
 //! `sched:sched_wakeup` tracepoint (a private tracefs instance with a kernel filter), an untraced thread must not show up (kernel filter), and
 //! the tracing overhead per wake-up is measured and printed (no timing assertion). They need root
-//! (tracefs is root-only); otherwise each test prints "skipping: …" and returns.
+//! and tracefs (`pacer_testkit`: ignored in builds without root or `PACER_REQUIRE_ROOT=1`, failing
+//! when a need is missing otherwise).
 //!
 //! Run with `cargo test -p pacer-linux --test trace -- --nocapture` to see what was measured.
 
@@ -14,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pacer_linux::trace::{TraceError, WakeupTracer};
+use pacer_testkit::{require, Need};
 
 /// The tests share the CPUs; serialise them so counts and overhead numbers are not disturbed.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -34,23 +36,12 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Opens a tracer, or explains on stderr why this environment cannot run the test.
-fn tracer_or_skip(test: &str, kb: usize) -> Option<WakeupTracer> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("{test}: skipping: not root (tracefs instances and event filters are root-only)");
-        return None;
-    }
-    match WakeupTracer::with_buffer_kb(kb) {
-        Ok(t) => Some(t),
-        Err(
-            e @ (TraceError::NoTracefs(_) | TraceError::TracepointMissing(_) | TraceError::NoPermission(_)),
-        ) => {
-            eprintln!("{test}: skipping: {e}");
-            None
-        }
-        Err(e) => panic!("{test}: opening the tracer failed unexpectedly: {e}"),
-    }
+/// Opens a tracer after checking what it needs (tracefs instances and event filters are
+/// root-only).
+fn tracer(test: &str, kb: usize) -> WakeupTracer {
+    require(Need::Root);
+    require(Need::Tracefs);
+    WakeupTracer::with_buffer_kb(kb).unwrap_or_else(|e| panic!("{test}: opening the tracer failed: {e}"))
 }
 
 /// Spawns a thread that reports its TID, waits for `go`, then sleeps `period` `n` times.
@@ -72,12 +63,14 @@ fn median(mut v: Vec<u64>) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn traces_a_periodic_sleeper_and_filters_out_others() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let test = "traces_a_periodic_sleeper_and_filters_out_others";
-    let Some(mut tracer) = tracer_or_skip(test, 256) else {
-        return;
-    };
+    let mut tracer = tracer(test, 256);
     let go = std::sync::Arc::new(Barrier::new(3));
     let (traced, h1) = sleeper(Duration::from_millis(10), 30, go.clone());
     let (untraced, h2) = sleeper(Duration::from_millis(7), 45, go.clone());
@@ -136,12 +129,14 @@ fn traces_a_periodic_sleeper_and_filters_out_others() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn remove_stops_reporting_and_bad_tids_are_errors() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let test = "remove_stops_reporting_and_bad_tids_are_errors";
-    let Some(mut tracer) = tracer_or_skip(test, 64) else {
-        return;
-    };
+    let mut tracer = tracer(test, 64);
     assert!(matches!(tracer.add(0), Err(TraceError::InvalidTid(0))));
     assert!(matches!(tracer.add(u32::MAX), Err(TraceError::InvalidTid(_))));
 
@@ -232,12 +227,14 @@ fn ping_pong(rounds: u32, tracer: Option<&mut WakeupTracer>, trace: bool) -> (f6
 }
 
 #[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn measures_overhead_per_wakeup() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let test = "measures_overhead_per_wakeup";
-    let Some(mut tracer) = tracer_or_skip(test, 4096) else {
-        return;
-    };
+    let mut tracer = tracer(test, 4096);
     let rounds = 5_000;
     let (base, _) = ping_pong(rounds, None, false);
     // Events enabled, but the filter matches another thread: every wake-up pays the filter only.

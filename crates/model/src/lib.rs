@@ -7,6 +7,7 @@ pub mod platform;
 pub mod policy;
 pub mod reservation;
 pub mod task;
+pub mod text;
 pub mod time;
 
 pub use format::{parse_taskset, read_taskset, write_taskset, FormatError};

@@ -35,6 +35,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use pacer_adapt::kernel::Wakeup;
 use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::{to_ratio, BW_SHIFT};
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
@@ -246,8 +247,8 @@ struct Thread {
     stats: ThreadStats,
     /// The policy as last set (for `Kernel::policy`).
     policy: Policy,
-    /// Wake-up timestamps recorded for the adaptation engine, when tracing is on.
-    wake_log: Option<Vec<u64>>,
+    /// Wake-ups recorded for the adaptation engine, when tracing is on.
+    wake_log: Option<Vec<Wakeup>>,
     /// Last workUnits the thread announced.
     units: u64,
     cooperative: bool,
@@ -1438,7 +1439,10 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         if matches!(th.state, State::NotStarted | State::Sleeping) {
             if let Some(log) = th.wake_log.as_mut() {
-                log.push(now);
+                // A timer's wake-up is a job release at the expiry of a periodic timer; the end
+                // of a `Sleep` is not (the experiments use sleeps for I/O waits), nor a start.
+                let timer = th.state == State::Sleeping && th.pending_release.is_some();
+                log.push(Wakeup { t_ns: now, timer });
             }
         }
         match th.state {
@@ -1762,7 +1766,7 @@ impl Sim {
         true
     }
 
-    pub(crate) fn drain_wake_log(&mut self, t: ThreadId, out: &mut Vec<u64>) -> bool {
+    pub(crate) fn drain_wake_log(&mut self, t: ThreadId, out: &mut Vec<Wakeup>) -> bool {
         let Some(th) = self.threads.get_mut(t as usize) else {
             return false;
         };

@@ -6,7 +6,9 @@
 //! for a given observation window, while background SCHED_FIFO load shifts the wake-ups that
 //! happen inside its jobs (its I/O completions), so only the job activations stay periodic.
 
-use pacer_adapt::period::{analyse, PeriodConfig, PeriodEstimate};
+use pacer_adapt::controller::{detect_marked, WakeupSource};
+use pacer_adapt::kernel::Wakeup;
+use pacer_adapt::period::{analyse, PeriodConfig, PeriodEstimate, DEFAULT_MIN_CONFIDENCE};
 use pacer_model::{Duration, Policy};
 use pacer_workload::{Event, Phase, ThreadSpec, TimerId, TimerMode, Work, Workload};
 use rand::{Rng, SeedableRng};
@@ -25,20 +27,79 @@ impl Observer for Nothing {
 pub struct PeriodTrial {
     pub seed: u64,
     pub true_period_ns: u64,
-    /// Detected period, `None` when the analyser answered "not periodic".
+    /// Detected period with origin marking (the controller's rule, [`detect_marked`]), `None`
+    /// when the analyser answered "not periodic".
     pub detected_ns: Option<u64>,
     /// |detected − true| / true.
     pub error: Option<f64>,
-    /// Wake-ups the analyser saw.
+    /// The analyser's confidence in `detected_ns`.
+    pub confidence: Option<f64>,
+    /// The wake-ups `detected_ns` was found on.
+    pub source: WakeupSource,
+    /// Detected period from all wake-ups, origins ignored (the analyser alone, as before origin
+    /// marking).
+    pub detected_all_ns: Option<u64>,
+    pub error_all: Option<f64>,
+    /// Wake-ups the analyser saw, and how many of them a timer raised.
     pub events: usize,
-    /// Wall time of the analysis, ns.
+    pub timer_events: usize,
+    /// Wall time of the analysis of all wake-ups, ns.
     pub analysis_ns: u64,
+}
+
+/// Impairments applied to the traced wake-ups before analysis, to test the analyser on
+/// degraded traces (a lossy tracer, unrelated wake-ups, timestamp noise). Seeded by the trial.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Degradation {
+    /// Fraction of wake-ups removed at random.
+    pub drop: f64,
+    /// Extra wake-ups per traced one, at uniformly random times of the window, not timer-raised.
+    pub spurious: f64,
+    /// Standard deviation of Gaussian noise added to every timestamp, ns.
+    pub jitter_ns: u64,
+}
+
+impl Degradation {
+    pub fn is_none(&self) -> bool {
+        *self == Degradation::default()
+    }
+
+    fn apply(&self, wakeups: &mut Vec<Wakeup>, window: (u64, u64), rng: &mut ChaCha8Rng) {
+        if self.is_none() {
+            return;
+        }
+        let kept = wakeups.len();
+        wakeups.retain(|_| rng.random::<f64>() >= self.drop);
+        if self.jitter_ns > 0 {
+            for w in wakeups.iter_mut() {
+                // Box–Muller: one standard normal from two uniforms.
+                let (u1, u2): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random());
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                w.t_ns = (w.t_ns as f64 + z * self.jitter_ns as f64).max(0.0) as u64;
+            }
+        }
+        let extra = (self.spurious * kept as f64).round() as usize;
+        for _ in 0..extra {
+            let t_ns = rng.random_range(window.0..window.1.max(window.0 + 1));
+            wakeups.push(Wakeup { t_ns, timer: false });
+        }
+        wakeups.sort_by_key(|w| w.t_ns);
+    }
 }
 
 /// Runs one trial: a program with period `period_ns` (three wake-ups per job: the timer and two
 /// I/O completions) on one CPU next to SCHED_FIFO load of total utilisation `load` (four tasks,
-/// UUniFast-like split, periods 5–50 ms), traced for `window_ns` after 0.5 s of warm-up.
-pub fn period_trial(period_ns: u64, load: f64, window_ns: u64, seed: u64, cfg: &PeriodConfig) -> PeriodTrial {
+/// UUniFast-like split, periods 5–50 ms), traced for `window_ns` after 0.5 s of warm-up; the
+/// trace is then degraded by `degrade`. The simulator marks the timer's wake-ups (job releases)
+/// and not the I/O completions (see `SimKernel::drain_wakeups_marked`).
+pub fn period_trial(
+    period_ns: u64,
+    load: f64,
+    window_ns: u64,
+    degrade: Degradation,
+    seed: u64,
+    cfg: &PeriodConfig,
+) -> PeriodTrial {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let us = Duration::from_us;
     // The traced program: decode, wait for I/O, decode, wait, output — ~12 % of the CPU at 33 ms.
@@ -131,38 +192,67 @@ pub fn period_trial(period_ns: u64, load: f64, window_ns: u64, seed: u64, cfg: &
     let mut k = sim.kernel();
     pacer_adapt::Kernel::trace_wakeups(&mut k, 0, true).expect("thread 0 exists");
     sim.run_until(warmup + window_ns, &mut Nothing);
-    let mut ts = Vec::new();
-    pacer_adapt::Kernel::drain_wakeups(&mut sim.kernel(), 0, &mut ts).expect("thread 0 exists");
+    let mut wakeups = Vec::new();
+    pacer_adapt::Kernel::drain_wakeups_marked(&mut sim.kernel(), 0, &mut wakeups).expect("thread 0 exists");
+    // Its own stream, so that degrading a trace does not change the simulated one.
+    let mut noise = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_dec0_de00_0000);
+    degrade.apply(&mut wakeups, (warmup, warmup + window_ns), &mut noise);
+    let all: Vec<u64> = wakeups.iter().map(|w| w.t_ns).collect();
     let started = std::time::Instant::now();
-    let est = analyse(&ts, cfg);
+    let est_all = analyse(&all, cfg);
     let analysis_ns = started.elapsed().as_nanos() as u64;
-    let detected_ns = match est {
-        PeriodEstimate::Periodic { period_ns, .. } => Some(period_ns),
-        PeriodEstimate::NotPeriodic { .. } => None,
+    let (est, source) = detect_marked(&|ts: &[u64]| analyse(ts, cfg), &wakeups);
+    let err = |d: Option<u64>| d.map(|d| (d as f64 - period_ns as f64).abs() / period_ns as f64);
+    let (detected_ns, confidence) = match est {
+        PeriodEstimate::Periodic {
+            period_ns,
+            confidence,
+            ..
+        } => (Some(period_ns), Some(confidence)),
+        PeriodEstimate::NotPeriodic { .. } => (None, None),
     };
+    let detected_all_ns = est_all.period_ns();
     PeriodTrial {
         seed,
         true_period_ns: period_ns,
         detected_ns,
-        error: detected_ns.map(|d| (d as f64 - period_ns as f64).abs() / period_ns as f64),
-        events: ts.len(),
+        error: err(detected_ns),
+        confidence,
+        source,
+        detected_all_ns,
+        error_all: err(detected_all_ns),
+        events: wakeups.len(),
+        timer_events: wakeups.iter().filter(|w| w.timer).count(),
         analysis_ns,
     }
 }
 
-/// Aggregate of trials at one (window, load) point.
+/// Aggregate of trials at one (window, load, degradation) point.
 #[derive(Debug, Clone, Serialize)]
 pub struct PeriodPoint {
     pub window_ns: u64,
     pub load: f64,
+    pub degradation: Degradation,
     pub trials: usize,
-    /// Fraction of trials whose detected period is within 1 % of the truth.
+    /// Fraction of trials whose detected period (origin marking on) is within 1 % of the truth.
     pub within_1pct: f64,
+    /// Fraction within 1 % and with a confidence of at least
+    /// [`DEFAULT_MIN_CONFIDENCE`](pacer_adapt::period::DEFAULT_MIN_CONFIDENCE): what a
+    /// controller with the default threshold adopts correctly.
+    pub within_1pct_confident: f64,
+    /// Fraction of trials with a period off by more than 1 % yet adopted at the default
+    /// confidence threshold.
+    pub wrong_confident: f64,
+    /// Fraction within 1 % when all wake-ups are analysed, origins ignored.
+    pub within_1pct_all: f64,
+    /// Fraction of trials whose estimate came from timer wake-ups alone.
+    pub timer_source: f64,
     /// Median relative error over the trials that detected a period.
     pub median_error: Option<f64>,
     pub max_error: Option<f64>,
-    /// Median events analysed and median analysis time, ns.
+    /// Median events analysed, median timer wake-ups among them, and median analysis time, ns.
     pub median_events: usize,
+    pub median_timer_events: usize,
     pub median_analysis_ns: u64,
 }
 
@@ -179,6 +269,7 @@ fn median<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<T> {
 pub fn period_point(
     window_ns: u64,
     load: f64,
+    degrade: Degradation,
     trials: usize,
     seed: u64,
     cfg: &PeriodConfig,
@@ -192,21 +283,31 @@ pub fn period_point(
                 PERIODS[i as usize % PERIODS.len()],
                 load,
                 window_ns,
+                degrade,
                 seed + i,
                 cfg,
             )
         })
         .collect();
+    let share =
+        |f: &dyn Fn(&PeriodTrial) -> bool| runs.iter().filter(|r| f(r)).count() as f64 / trials.max(1) as f64;
+    let within = |e: Option<f64>| e.is_some_and(|e| e <= 0.01);
+    let confident = |r: &PeriodTrial| r.confidence.is_some_and(|c| c >= DEFAULT_MIN_CONFIDENCE);
     let errors: Vec<f64> = runs.iter().filter_map(|r| r.error).collect();
     let point = PeriodPoint {
         window_ns,
         load,
+        degradation: degrade,
         trials,
-        within_1pct: runs.iter().filter(|r| r.error.is_some_and(|e| e <= 0.01)).count() as f64
-            / trials.max(1) as f64,
+        within_1pct: share(&|r| within(r.error)),
+        within_1pct_confident: share(&|r| within(r.error) && confident(r)),
+        wrong_confident: share(&|r| r.error.is_some_and(|e| e > 0.01) && confident(r)),
+        within_1pct_all: share(&|r| within(r.error_all)),
+        timer_source: share(&|r| r.source == WakeupSource::Timer),
         median_error: median(errors.clone()),
         max_error: errors.iter().copied().reduce(f64::max),
         median_events: median(runs.iter().map(|r| r.events).collect()).unwrap_or(0),
+        median_timer_events: median(runs.iter().map(|r| r.timer_events).collect()).unwrap_or(0),
         median_analysis_ns: median(runs.iter().map(|r| r.analysis_ns).collect()).unwrap_or(0),
     };
     (point, runs)

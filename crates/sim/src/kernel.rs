@@ -1,6 +1,7 @@
 //! The simulator as a [`pacer_adapt::Kernel`]: the adaptation engine's sensors and actuators
 //! answered from simulated state, so controllers proven here are the ones that run on Linux.
 
+use pacer_adapt::kernel::Wakeup;
 use pacer_adapt::{DlState, FreqState, Kernel, KernelError, Tid};
 use pacer_model::reservation::BW_SHIFT;
 use pacer_model::Policy;
@@ -39,6 +40,15 @@ impl Kernel for SimKernel<'_> {
         Ok(())
     }
     fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError> {
+        let mut marked = Vec::new();
+        self.drain_wakeups_marked(t, &mut marked)?;
+        out.extend(marked.into_iter().map(|w| w.t_ns));
+        Ok(())
+    }
+    /// A wake-up is marked `timer` when it releases a job at the expiry of a periodic timer
+    /// (`Event::Timer`). The end of a `Sleep` is not: the simulator's experiments use sleeps for
+    /// I/O waits (on Linux, rt-app's `sleep` is a clock_nanosleep, which the tracer marks).
+    fn drain_wakeups_marked(&mut self, t: Tid, out: &mut Vec<Wakeup>) -> Result<(), KernelError> {
         self.check(t)?;
         self.0.drain_wake_log(t, out);
         Ok(())

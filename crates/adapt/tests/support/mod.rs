@@ -2,13 +2,15 @@
 //!
 //! Threads are periodic job generators: at each activation the job's whole CPU demand is charged
 //! at once (scaled by f_max/f_cur when a frequency domain is modelled), and a wake-up is recorded
-//! if tracing is on. "Hog" threads consume a fixed fraction of wall time. Admission control is the
+//! if tracing is on (marked a timer's with `timer_marks`), with the thread's extra and random
+//! ones. "Hog" threads consume a fixed fraction of wall time. Admission control is the
 //! kernel's rule Σ Q/P ≤ limit (floats are enough here), and every actuator call is logged with
 //! its time so tests can check ordering.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 
+use pacer_adapt::kernel::Wakeup;
 use pacer_adapt::{Controller, FreqState, Kernel, KernelError, Tid};
 use pacer_model::{Policy, Reservation};
 
@@ -32,12 +34,17 @@ pub struct FakeThread {
     pub work: Work,
     /// Extra wake-ups inside each period (offsets, ns), e.g. I/O.
     pub extra_wakeups: Vec<u64>,
+    /// Wake-ups per period at pseudo-random offsets (deterministic in the activation time),
+    /// e.g. other threads' signals.
+    pub random_wakeups: usize,
+    /// The activations' wake-ups are a timer's (`Wakeup::timer`); the others never are.
+    pub timer_marks: bool,
     /// Fraction of wall time consumed continuously.
     pub hog: f64,
     pub cpu: u64,
     pub next: u64,
     pub tracing: bool,
-    pub wakeups: Vec<u64>,
+    pub wakeups: Vec<Wakeup>,
     pub policy: Policy,
 }
 
@@ -47,6 +54,8 @@ impl FakeThread {
             period,
             work,
             extra_wakeups: Vec::new(),
+            random_wakeups: 0,
+            timer_marks: false,
             hog: 0.0,
             cpu: 0,
             next: 0,
@@ -127,9 +136,26 @@ impl FakeKernel {
                 let w = self.scale((th.work)(a));
                 let th = self.threads.get_mut(&tid).unwrap();
                 if th.tracing {
-                    th.wakeups.push(a);
+                    let timer = th.timer_marks;
+                    th.wakeups.push(Wakeup { t_ns: a, timer });
                     for &o in &th.extra_wakeups {
-                        th.wakeups.push(a + o);
+                        th.wakeups.push(Wakeup {
+                            t_ns: a + o,
+                            timer: false,
+                        });
+                    }
+                    // splitmix64 of the activation time: reproducible offsets within the period.
+                    let mut x = a ^ 0x9e37_79b9_7f4a_7c15;
+                    for _ in 0..th.random_wakeups {
+                        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                        let mut z = x;
+                        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                        z ^= z >> 31;
+                        th.wakeups.push(Wakeup {
+                            t_ns: a + z % th.period,
+                            timer: false,
+                        });
                     }
                 }
                 th.cpu += w;
@@ -207,8 +233,14 @@ impl Kernel for FakeKernel {
         Ok(())
     }
     fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError> {
+        let mut marked = Vec::new();
+        self.drain_wakeups_marked(t, &mut marked)?;
+        out.extend(marked.into_iter().map(|w| w.t_ns));
+        Ok(())
+    }
+    fn drain_wakeups_marked(&mut self, t: Tid, out: &mut Vec<Wakeup>) -> Result<(), KernelError> {
         let th = self.threads.get_mut(&t).ok_or(KernelError::NoSuchThread(t))?;
-        th.wakeups.sort_unstable();
+        th.wakeups.sort_unstable_by_key(|w| w.t_ns);
         out.append(&mut th.wakeups);
         Ok(())
     }

@@ -1,0 +1,39 @@
+//! The build-script half: decides, once per build, whether privileged tests are compiled as
+//! normal tests or as `#[ignore]`d ones, by setting `cfg(pacer_privileged)`.
+//!
+//! libtest has no way for a running test to report "skipped", only a compile-time `#[ignore]`.
+//! So the decision is taken where the build knows who will run the tests: a build by root (the
+//! tests are run by the same user) or with `PACER_REQUIRE_ROOT=1` (CI saying "everything must
+//! run") compiles them in, and a missing privilege then fails through [`crate::require`].
+
+/// Called from a crate's `build.rs`: declares `cfg(pacer_privileged)` and sets it when the build
+/// runs as root (effective uid 0) or with `PACER_REQUIRE_ROOT=1`.
+///
+/// ```no_run
+/// // build.rs
+/// fn main() {
+///     pacer_testkit::build::privileged_cfg();
+/// }
+/// ```
+pub fn privileged_cfg() {
+    println!("cargo::rustc-check-cfg=cfg(pacer_privileged)");
+    // A build script is otherwise re-run only when the package's files change: `sudo cargo test`
+    // (or `su`) into the same target directory must re-decide, and these variables are what
+    // changes with the user.
+    for var in [REQUIRE_ROOT_ENV, "USER", "HOME", "SUDO_USER"] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    if privileged() {
+        println!("cargo::rustc-cfg=pacer_privileged");
+    }
+}
+
+/// The variable that forces privileged tests on (and so makes missing privileges failures).
+pub const REQUIRE_ROOT_ENV: &str = "PACER_REQUIRE_ROOT";
+
+/// Whether this build should compile privileged tests as normal tests.
+fn privileged() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    root || std::env::var(REQUIRE_ROOT_ENV).is_ok_and(|v| v == "1")
+}
