@@ -198,7 +198,7 @@ const EVENTS_PER_HARMONIC: f64 = 2.0;
 /// Confidence: sub-multiples `f/m`, `m = 2..=` this, checked for event alignment that would make
 /// the chosen rate a harmonic (octave errors with one wake-up per job are `m = 2`; the
 /// intra-job spacing of bursts on windows of a few periods gives `m` up to 20).
-const MAX_AMBIGUITY_DIVISOR: usize = 32;
+pub const MAX_AMBIGUITY_DIVISOR: usize = 32;
 
 /// Candidates tried, in decreasing harmonic sum, until one has a significant harmonic series.
 const MAX_SIGNIFICANCE_TRIES: usize = 8;

@@ -237,7 +237,7 @@ pub struct PeriodPoint {
     /// Fraction of trials whose detected period (origin marking on) is within 1 % of the truth.
     pub within_1pct: f64,
     /// Fraction within 1 % and with a confidence of at least
-    /// [`DEFAULT_MIN_CONFIDENCE`](pacer_adapt::period::DEFAULT_MIN_CONFIDENCE): what a
+    /// [`DEFAULT_MIN_CONFIDENCE`]: what a
     /// controller with the default threshold adopts correctly.
     pub within_1pct_confident: f64,
     /// Fraction of trials with a period off by more than 1 % yet adopted at the default
