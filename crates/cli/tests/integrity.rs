@@ -590,7 +590,17 @@ fn thread_names_cannot_write_to_the_terminal() {
     let program = format!("exec {} run {file} >/dev/null 2>&1", env!("CARGO_BIN_EXE_pacer"));
     let out = pacer()
         .env("PACER_STATE_DIR", state.path())
-        .args(["exec", "--period", "10ms", "--", "sh", "-c", &program])
+        .args([
+            "exec",
+            "--period",
+            "10ms",
+            "--status-every",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            &program,
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
