@@ -36,7 +36,7 @@ still under a reservation of a session whose pacer and guardian are both gone.
 then rebuilds the root domains (v1 root cpuset sched_load_balance 1→0→1, or a read of \
 sched_rt_period_us) so the kernel recounts total_bw from the threads that hold reservations, \
 and checks the result. Exit status: 0 healthy (or repaired), 2 problems remain, 1 error. Needs \
-root; mounts debugfs at /sys/kernel/debug if it is not mounted.")]
+root; mounts debugfs at /sys/kernel/debug for the run if it is not mounted.")]
 pub struct Args {
     /// Repair what is found (otherwise only report).
     #[arg(long)]
@@ -146,7 +146,6 @@ fn describe_error(d: &Domain) -> String {
 }
 
 fn gather(settle: u64) -> Result<(Snapshot, Findings)> {
-    cpuset::ensure_debugfs().context("pacer doctor needs root and debugfs")?;
     let (snap, stable) = audit::settled(settle, 5).context("pacer doctor")?;
     let (sessions, unreadable_ledgers) = sessions();
     let stale_cpusets = CpusetHierarchy::detect()
@@ -167,6 +166,8 @@ fn gather(settle: u64) -> Result<(Snapshot, Findings)> {
 
 pub fn run(a: Args) -> Result<u8> {
     let settle = a.settle.0.max(1_000_000);
+    // Mounted only for this run if it was not: doctor leaves the machine as it found it.
+    let _debugfs = cpuset::debugfs_for_now().context("pacer doctor needs root and debugfs")?;
     let (mut snap, mut found) = gather(settle)?;
     let before = problems(&snap, &found);
     let mut actions: Vec<String> = Vec::new();
@@ -202,23 +203,12 @@ pub fn run(a: Args) -> Result<u8> {
                 Err(e) => failures.push(e.to_string()),
             }
         }
-        // Rebuild until the accounting matches (a thread exiting during a rebuild can spoil it).
-        for attempt in 1..=3 {
-            let (now, _) = audit::settled(settle, 5)?;
-            if now.consistent() {
-                break;
-            }
-            let method = audit::rebuild().context("pacer doctor --repair")?;
+        for method in audit::repair(settle, 3).context("pacer doctor --repair")? {
             actions.push(format!(
-                "rebuilt the root domains ({}){}",
+                "rebuilt the root domains ({})",
                 match method {
                     RebuildMethod::LoadBalanceToggle => "root cpuset sched_load_balance 1→0→1",
                     RebuildMethod::RtSysctlRead => "read of sched_rt_period_us",
-                },
-                if attempt > 1 {
-                    format!(", attempt {attempt}")
-                } else {
-                    String::new()
                 }
             ));
         }

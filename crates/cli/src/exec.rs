@@ -252,23 +252,6 @@ fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
     })
 }
 
-/// Refuses processes pacer must never control: kernel threads, init, pacer itself.
-fn check_target(pid: u32) -> Result<()> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| escape_control(s.trim()))
-        .unwrap_or_default();
-    if pid == std::process::id() {
-        bail!("PID {pid} is this pacer process: pacer does not control itself");
-    }
-    if pid == 1 {
-        bail!("PID 1 ({comm}) is the init process: pacer does not control it");
-    }
-    if procfs::is_kernel_thread(pid) == Some(true) {
-        bail!("PID {pid} ({comm}) is a kernel thread: pacer controls user programs only");
-    }
-    Ok(())
-}
-
 fn start_guardian() -> Result<Guardian, LinuxError> {
     let exe: PathBuf = std::env::current_exe().map_err(|e| LinuxError::Io {
         path: "/proc/self/exe".into(),
@@ -333,10 +316,10 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     let cfg = session_config(&args.control)?;
     let sigs = SignalFd::new(&signals::TERMINATING).context("setting up signal handling")?;
     let pidfd = control::open_process(args.pid).context("pacer attach")?;
-    check_target(args.pid).context("pacer attach")?;
+    control::check_target(args.pid).context("pacer attach")?;
     control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
-    let label = std::fs::read_to_string(format!("/proc/{}/comm", args.pid))
-        .map(|s| escape_control(s.trim()))
+    let label = procfs::comm(args.pid, args.pid)
+        .map(|s| escape_control(&s))
         .unwrap_or_default();
     let session = start_session(pidfd, cfg)?;
     let end = run_loop(session, &sigs, &args.control, &label, || None)?;

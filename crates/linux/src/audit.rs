@@ -32,6 +32,7 @@ use pacer_model::reservation::{to_ratio, DEFAULT_FAIR_SERVER};
 use serde::Serialize;
 
 use crate::cpuset::{self, CpusetHierarchy, DlBandwidth};
+use crate::procfs;
 use crate::sched::{self, Tid, SCHED_DEADLINE};
 
 /// Why the audit could not run.
@@ -93,14 +94,6 @@ impl Snapshot {
     }
 }
 
-/// The CPU a thread last ran on (field 39 of /proc/PID/task/TID/stat).
-fn last_cpu(pid: Tid, tid: Tid) -> Option<usize> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // Field 3 (state) is the first after the name, so field 39 is the 37th.
-    rest.split_whitespace().nth(36)?.parse().ok()
-}
-
 /// Every SCHED_DEADLINE thread of the machine.
 pub fn dl_threads() -> Vec<DlThread> {
     let mut out = Vec::new();
@@ -111,28 +104,19 @@ pub fn dl_threads() -> Vec<DlThread> {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<Tid>().ok()) else {
             continue;
         };
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<Tid>().ok()) else {
-                continue;
-            };
+        for tid in procfs::threads_of(pid).unwrap_or_default() {
             let Ok(a) = sched::get_attr(tid) else { continue };
             if a.sched_policy != SCHED_DEADLINE {
                 continue;
             }
-            let name = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default();
             out.push(DlThread {
                 pid,
                 tid,
-                name,
+                name: procfs::comm(pid, tid).unwrap_or_default(),
                 runtime_ns: a.sched_runtime,
                 period_ns: a.sched_period,
                 bw: to_ratio(a.sched_period, a.sched_runtime) as i64,
-                cpu: last_cpu(pid, tid).unwrap_or(0),
+                cpu: procfs::last_cpu(pid, tid).unwrap_or(0),
             });
         }
     }
@@ -283,6 +267,20 @@ pub fn rebuild() -> Result<RebuildMethod, AuditError> {
     fs::read_to_string("/proc/sys/kernel/sched_rt_period_us")
         .map_err(|e| AuditError::Rebuild(format!("/proc/sys/kernel/sched_rt_period_us: {e}")))?;
     Ok(RebuildMethod::RtSysctlRead)
+}
+
+/// Rebuilds the root domains until the accounting matches what the threads hold, at most
+/// `attempts` times (a thread exiting during a rebuild can spoil it); each snapshot must have
+/// settled over `settle_ns`. Returns the rebuilds made (none when it already matched).
+pub fn repair(settle_ns: u64, attempts: usize) -> Result<Vec<RebuildMethod>, AuditError> {
+    let mut done = Vec::new();
+    for _ in 0..attempts {
+        if settled(settle_ns, 5)?.0.consistent() {
+            break;
+        }
+        done.push(rebuild()?);
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -85,6 +85,29 @@ pub fn preflight(need_tracing: bool) -> Result<(), ControlError> {
     Ok(())
 }
 
+/// Refuses processes pacer must never control: pacer itself, init, kernel threads.
+pub fn check_target(pid: Tid) -> Result<(), ControlError> {
+    let comm = crate::procfs::comm(pid, pid)
+        .map(|s| pacer_model::text::escape_control(&s))
+        .unwrap_or_default();
+    if pid == std::process::id() {
+        return Err(ControlError::Refused(format!(
+            "PID {pid} is this pacer process: pacer does not control itself"
+        )));
+    }
+    if pid == 1 {
+        return Err(ControlError::Refused(format!(
+            "PID 1 ({comm}) is the init process: pacer does not control it"
+        )));
+    }
+    if crate::procfs::is_kernel_thread(pid) == Some(true) {
+        return Err(ControlError::Refused(format!(
+            "PID {pid} ({comm}) is a kernel thread: pacer controls user programs only"
+        )));
+    }
+    Ok(())
+}
+
 /// Opens a process by PID for a session, with the errors a user can act on.
 pub fn open_process(pid: Tid) -> Result<Pidfd, ControlError> {
     match Pidfd::open(pid) {
@@ -539,12 +562,6 @@ impl Session {
         }
     }
 
-    /// Why the guardian cannot protect the threads any more, if it cannot (checked, and repaired
-    /// by starting a new one, at every tick).
-    pub fn guardian_problem(&mut self) -> Option<String> {
-        self.guardian.as_mut().and_then(|g| g.broken())
-    }
-
     /// Gives every thread its original state back and stops tracing; then dismisses the
     /// guardian and deletes the ledger, unless a thread could not be restored (the guardian then
     /// retries when it sees the pipe close, and the ledger stays for `pacer doctor`). Idempotent.
@@ -606,7 +623,7 @@ pub fn kernel_policy_name(policy: u32) -> &'static str {
         sched::SCHED_BATCH => "SCHED_BATCH",
         sched::SCHED_IDLE => "SCHED_IDLE",
         sched::SCHED_DEADLINE => "SCHED_DEADLINE",
-        7 => "SCHED_EXT",
+        sched::SCHED_EXT => "SCHED_EXT",
         _ => "an unknown policy",
     }
 }

@@ -63,6 +63,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+use crate::procfs::{boot_id, process_alive, process_start as proc_start};
 use crate::sched::{get_affinity, set_affinity, LinuxError, Tid};
 
 /// Directory-name prefix of every cpuset pacer creates: `pacer-<pid>-<name>`.
@@ -74,7 +75,6 @@ pub const SCHED_DEBUG: &str = "/sys/kernel/debug/sched/debug";
 
 const DEBUGFS: &str = "/sys/kernel/debug";
 const STATE_MAGIC: &str = "pacer-cpuset-state 1";
-const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 // cgroup v1 cpuset files.
 const V1_CPUS: &str = "cpuset.cpus";
@@ -351,22 +351,6 @@ fn on_cgroupfs(path: &Path) -> bool {
     #[allow(clippy::unnecessary_cast)] // f_type's type differs between architectures
     let magic = st.f_type as i64;
     magic == CGROUP_SUPER_MAGIC || magic == CGROUP2_SUPER_MAGIC
-}
-
-/// This machine's boot id: state files from an earlier boot describe cgroups that no longer
-/// exist.
-fn boot_id() -> String {
-    fs::read_to_string(BOOT_ID)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn proc_start(pid: u32) -> Option<(u64, bool)> {
-    crate::procfs::process_start(pid)
-}
-
-fn process_alive(pid: u32, start: Option<u64>) -> bool {
-    crate::procfs::process_alive(pid, start)
 }
 
 /// The pid in a directory name `pacer-<pid>-<name>`.
@@ -1547,6 +1531,30 @@ pub fn ensure_debugfs() -> Result<PathBuf, CpusetError> {
             "{SCHED_DEBUG} missing although debugfs is mounted (kernel without scheduler debug)"
         )))
     }
+}
+
+/// debugfs mounted by [`debugfs_for_now`], unmounted when dropped.
+#[derive(Debug)]
+pub struct DebugfsMount(());
+
+impl Drop for DebugfsMount {
+    fn drop(&mut self) {
+        // SAFETY: a NUL-terminated static path; MNT_DETACH so a reader still open cannot keep it.
+        unsafe {
+            libc::umount2(c"/sys/kernel/debug".as_ptr(), libc::MNT_DETACH);
+        }
+    }
+}
+
+/// Makes [`SCHED_DEBUG`] readable for as long as the returned guard lives: when debugfs was not
+/// mounted, it is mounted now and unmounted again when the guard is dropped, so a command that
+/// only looks leaves the machine as it found it (`None`: it was mounted already).
+pub fn debugfs_for_now() -> Result<Option<DebugfsMount>, CpusetError> {
+    if Path::new(SCHED_DEBUG).exists() {
+        return Ok(None);
+    }
+    ensure_debugfs()?;
+    Ok(Some(DebugfsMount(())))
 }
 
 /// Every CPU's root-domain deadline bandwidth, read now (mounting debugfs if needed).

@@ -21,7 +21,9 @@
 //! - `done` — pacer released everything; nothing to do.
 
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, Write};
+#[cfg(test)]
+use std::io::BufRead;
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -200,9 +202,10 @@ impl Book {
     }
 }
 
-/// The guardian's loop on a reader: takes the protocol until end of file, then restores what
-/// pacer left behind unless it said `done`.
-pub fn serve(input: impl BufRead) -> io::Result<GuardianReport> {
+/// The protocol from a reader until end of file (the unit tests' way in; the process uses
+/// [`serve_watching`]).
+#[cfg(test)]
+fn serve(input: impl BufRead) -> io::Result<GuardianReport> {
     let mut book = Book::default();
     for line in input.lines() {
         if book.line(&line?) {

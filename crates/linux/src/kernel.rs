@@ -185,6 +185,21 @@ impl Kernel for LinuxKernel {
             return Err(KernelError::NoSuchThread(t));
         }
         let leaving = !matches!(p, Policy::Deadline(_));
+        if !self.foreign.contains_key(&t) {
+            let now = sched::get_attr(t).map_err(KernelError::from)?;
+            // Compare with what pacer left there last; checked right before every change, so a
+            // thread that switched itself (e.g. to SCHED_FIFO) is never put back under a
+            // reservation.
+            let expected = self
+                .applied
+                .get(&t)
+                .copied()
+                .or_else(|| self.originals.get(&t).map(|o| o.attr));
+            if expected.is_some_and(|exp| !same_setting(&now, &exp)) {
+                self.applied.remove(&t);
+                self.foreign.insert(t, now);
+            }
+        }
         if self.foreign.contains_key(&t) {
             return if leaving {
                 // Giving back a thread that chose its own policy: that choice stays.
@@ -194,27 +209,6 @@ impl Kernel for LinuxKernel {
                     "thread {t} changed its own scheduling policy: pacer leaves it alone"
                 )))
             };
-        }
-        let now = sched::get_attr(t).map_err(KernelError::from)?;
-        // Compare with what pacer left there last; checked right before every change, so a
-        // thread that switched itself (e.g. to SCHED_FIFO) is never put back under a reservation.
-        let expected = self
-            .applied
-            .get(&t)
-            .copied()
-            .or_else(|| self.originals.get(&t).map(|o| o.attr));
-        if let Some(exp) = expected {
-            if !same_setting(&now, &exp) {
-                self.applied.remove(&t);
-                self.foreign.insert(t, now);
-                return if leaving {
-                    Ok(())
-                } else {
-                    Err(KernelError::Invalid(format!(
-                        "thread {t} changed its own scheduling policy: pacer leaves it alone"
-                    )))
-                };
-            }
         }
         if leaving {
             if let Some(orig) = self.originals.get(&t) {

@@ -25,7 +25,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::procfs::{self, ProcFs};
+use crate::procfs::{self, boot_id, ProcFs};
 use crate::sched::{self, ThreadSched, Tid, SCHED_DEADLINE};
 
 /// Where ledgers live unless told otherwise.
@@ -43,12 +43,6 @@ pub fn dir() -> PathBuf {
 }
 
 const MAGIC: &str = "pacer-ledger 1";
-
-fn boot_id() -> String {
-    fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
 
 /// A process named so that a recycled PID never matches: pid and start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

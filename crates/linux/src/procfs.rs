@@ -139,12 +139,33 @@ pub fn comm(pid: Tid, tid: Tid) -> Result<String, LinuxError> {
     ProcFs::system().comm(pid, tid)
 }
 
-/// The fields of `/proc/PID/stat` after the command name (field 3, the state, first): the name
+/// The fields of a `stat` file after the command name (field 3, the state, first): the name
 /// may contain spaces and parentheses, so the split is at the last ')'.
-fn stat_fields(pid: Tid) -> Option<Vec<String>> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+fn stat_fields_of(path: &str) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(path).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
     Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn stat_fields(pid: Tid) -> Option<Vec<String>> {
+    stat_fields_of(&format!("/proc/{pid}/stat"))
+}
+
+/// The CPU thread `tid` of process `pid` last ran on (field 39 of its `stat`).
+pub fn last_cpu(pid: Tid, tid: Tid) -> Option<usize> {
+    // Field 3 (state) is fields[0], so field 39 is fields[36].
+    stat_fields_of(&format!("/proc/{pid}/task/{tid}/stat"))?
+        .get(36)?
+        .parse()
+        .ok()
+}
+
+/// This boot's id: files written under an earlier boot describe processes and cgroups that no
+/// longer exist.
+pub fn boot_id() -> String {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Start time of process `pid` in clock ticks since boot (field 22 of /proc/PID/stat), and

@@ -36,6 +36,8 @@ pub const SCHED_BATCH: u32 = 3;
 pub const SCHED_IDLE: u32 = 5;
 /// `SCHED_DEADLINE`.
 pub const SCHED_DEADLINE: u32 = 6;
+/// `SCHED_EXT` (BPF scheduler class, Linux ≥ 6.12).
+pub const SCHED_EXT: u32 = 7;
 
 /// `SCHED_FLAG_KEEP_POLICY`: change parameters without changing the policy.
 pub const SCHED_FLAG_KEEP_POLICY: u64 = 0x08;
