@@ -406,41 +406,58 @@ impl LegacyConfig {
 /// [`period::analyse`]; tests and hosts with out-of-band knowledge inject their own.
 pub type Detector = Box<dyn Fn(&[u64]) -> PeriodEstimate + Send>;
 
-/// Which of a thread's wake-ups a period analysis ran on.
+/// Which records of a thread's wake-up trace a period analysis ran on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WakeupSource {
-    /// Only those raised by a timer ([`Wakeup::timer`]).
+    /// The expiries of the timers the thread set ([`Origin::TimerSet`](crate::kernel::Origin::TimerSet)).
+    TimerExpiry,
+    /// The wake-ups raised by a timer ([`Origin::Timer`](crate::kernel::Origin::Timer)).
     Timer,
-    /// All of them.
+    /// All wake-ups.
     All,
 }
 
-/// Fewest timer-raised wake-ups in the window for [`detect_marked`] to analyse them alone: the
-/// analyser's own minimum event count ([`period::AnalysisOptions::min_events`]) plus margin, so
-/// that a thread with only a few timeouts among its other wake-ups is not judged on those.
+/// Fewest timer records (expiries set, or timer wake-ups) in the window for [`detect_marked`] to
+/// analyse them alone: the analyser's own minimum event count
+/// ([`period::AnalysisOptions::min_events`]) plus margin, so that a thread with only a few
+/// timeouts among its other wake-ups is not judged on those.
 pub const MIN_TIMER_WAKEUPS: usize = 8;
 
-/// Detects a period on the wake-ups that are the cleanest evidence of it. A timer's wake-up
-/// happens at the expiry whatever the load; the others (another thread's signal, an I/O
-/// completion, the end of a job's computation) move with the interference, and a thread that
-/// runs late loses wake-ups of either kind. So when the window holds at least
-/// [`MIN_TIMER_WAKEUPS`] timer wake-ups, `detector` runs on those alone; when it has fewer, or
-/// finds them not periodic (a thread woken by timeouts that are not its activations), it runs
-/// on all of them. Without origin marks ([`Kernel::drain_wakeups_marked`]'s default) this is
+/// Detects a period on the records that are the cleanest evidence of it, best first:
+/// 1. the expiries of the timers the thread set: a periodic thread sets its next activation at
+///    the end of every job, on time or late, so these are the period's grid whatever the load;
+/// 2. the wake-ups raised by a timer: at the expiry whatever the load, but a thread that runs
+///    late has none (its expiry is past when it would sleep);
+/// 3. all wake-ups: the others (another thread's signal, an I/O completion) move with the
+///    interference.
+///
+/// A class is used when the window holds at least [`MIN_TIMER_WAKEUPS`] of its records and
+/// `detector` finds them periodic (a thread whose timers are timeouts, not activations, falls
+/// through). Without origin marks ([`Kernel::drain_wakeups_marked`]'s default) this is
 /// `detector` on all wake-ups.
 pub fn detect_marked(
     detector: &dyn Fn(&[u64]) -> PeriodEstimate,
     wakeups: &[Wakeup],
 ) -> (PeriodEstimate, WakeupSource) {
-    let timer: Vec<u64> = wakeups.iter().filter(|w| w.timer).map(|w| w.t_ns).collect();
+    // An interrupted sleep that is restarted sets the same expiry again: count it once.
+    let mut expiries: Vec<u64> = wakeups.iter().filter_map(Wakeup::expiry_ns).collect();
+    expiries.sort_unstable();
+    expiries.dedup();
+    if expiries.len() >= MIN_TIMER_WAKEUPS {
+        let est = detector(&expiries);
+        if est.is_periodic() {
+            return (est, WakeupSource::TimerExpiry);
+        }
+    }
+    let timer: Vec<u64> = wakeups.iter().filter(|w| w.is_timer()).map(|w| w.t_ns).collect();
     if timer.len() >= MIN_TIMER_WAKEUPS {
         let est = detector(&timer);
         if est.is_periodic() {
             return (est, WakeupSource::Timer);
         }
     }
-    let all: Vec<u64> = wakeups.iter().map(|w| w.t_ns).collect();
+    let all: Vec<u64> = wakeups.iter().filter(|w| w.is_wakeup()).map(|w| w.t_ns).collect();
     (detector(&all), WakeupSource::All)
 }
 

@@ -68,17 +68,64 @@ pub enum AppEvent {
     },
 }
 
-/// A traced wake-up and what raised it.
+/// One record of a thread's wake-up trace: a wake-up and what raised it, or the expiry of a
+/// timer the thread set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Wakeup {
-    /// When the thread was woken, ns (the clock of [`Kernel::now`]).
+    /// When the thread was woken, or set the timer, ns (the clock of [`Kernel::now`]).
     pub t_ns: u64,
-    /// Raised by a timer expiry (clock_nanosleep, timerfd, a periodic timer's release) rather
-    /// than by another thread or an I/O completion. A timer wake-up is the cleanest evidence of
-    /// a period: its time does not move with the load, while the others follow the threads and
-    /// devices that raise them. `false` also when the kernel cannot tell; what each kernel
-    /// counts as a timer is documented with its implementation.
-    pub timer: bool,
+    pub origin: Origin,
+}
+
+/// What a [`Wakeup`] record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Origin {
+    /// A wake-up raised by another thread, a device, or a source the kernel cannot tell.
+    Other,
+    /// A wake-up raised by a timer expiry (clock_nanosleep, timerfd, a periodic timer's
+    /// release) rather than by another thread or an I/O completion. Its time does not move with
+    /// the load, while the others follow the threads and devices that raise them. What each
+    /// kernel counts as a timer is documented with its implementation.
+    Timer,
+    /// Not a wake-up: the thread set a timer to expire at `expiry_ns` (Linux: `hrtimer_start`
+    /// of a sleep, timerfd or POSIX timer). A periodic thread sets its next activation this way
+    /// at the end of every job, *also when it runs late* and the expiry is already past, so it
+    /// never sleeps and leaves no wake-up: the expiries are the period's grid itself, the
+    /// best evidence of a period a trace can hold.
+    TimerSet { expiry_ns: u64 },
+}
+
+impl Wakeup {
+    /// A wake-up of `origin` [`Origin::Other`].
+    pub fn other(t_ns: u64) -> Self {
+        Wakeup {
+            t_ns,
+            origin: Origin::Other,
+        }
+    }
+    /// A wake-up marked [`Origin::Timer`] when `timer`, else [`Origin::Other`].
+    pub fn woken(t_ns: u64, timer: bool) -> Self {
+        Wakeup {
+            t_ns,
+            origin: if timer { Origin::Timer } else { Origin::Other },
+        }
+    }
+    /// Whether the record is a wake-up (not a [`Origin::TimerSet`]).
+    pub fn is_wakeup(&self) -> bool {
+        !matches!(self.origin, Origin::TimerSet { .. })
+    }
+    /// Whether the record is a wake-up raised by a timer.
+    pub fn is_timer(&self) -> bool {
+        self.origin == Origin::Timer
+    }
+    /// The expiry of a [`Origin::TimerSet`] record.
+    pub fn expiry_ns(&self) -> Option<u64> {
+        match self.origin {
+            Origin::TimerSet { expiry_ns } => Some(expiry_ns),
+            _ => None,
+        }
+    }
 }
 
 /// Sensors and actuators of a kernel.
@@ -95,13 +142,15 @@ pub trait Kernel {
     fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError>;
     /// Appends the wake-up timestamps (ns) recorded since the last call to `out`.
     fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError>;
-    /// [`drain_wakeups`](Self::drain_wakeups) with each wake-up's origin; it drains the same
-    /// records (a wake-up is handed out by one of the two, once). The default implementation,
-    /// for kernels that cannot tell, marks none as a timer's.
+    /// [`drain_wakeups`](Self::drain_wakeups) with each wake-up's origin, and the timers the
+    /// thread set ([`Origin::TimerSet`]), in the order recorded; it drains the same records (a
+    /// wake-up is handed out by one of the two, once; `drain_wakeups` drops the timer records).
+    /// The default implementation, for kernels that cannot tell, marks every wake-up
+    /// [`Origin::Other`].
     fn drain_wakeups_marked(&mut self, t: Tid, out: &mut Vec<Wakeup>) -> Result<(), KernelError> {
         let mut ts = Vec::new();
         self.drain_wakeups(t, &mut ts)?;
-        out.extend(ts.into_iter().map(|t_ns| Wakeup { t_ns, timer: false }));
+        out.extend(ts.into_iter().map(Wakeup::other));
         Ok(())
     }
     /// Current SCHED_DEADLINE state, `None` when the thread is not under SCHED_DEADLINE.

@@ -18,7 +18,7 @@ pub mod supervisor;
 pub mod traceio;
 
 pub use controller::{JobController, LegacyController, ProactiveController};
-pub use kernel::{AppEvent, Controller, DlState, FreqState, Kernel, KernelError, Tid};
+pub use kernel::{AppEvent, Controller, DlState, FreqState, Kernel, KernelError, Origin, Tid, Wakeup};
 pub use power::{Decision, PowerManager};
 pub use predictor::{AsymmetricEwma, Ewma, MovingAverage, Percentile, Predictor, WorkUnitsTable};
 pub use supervisor::{Compression, Grant, Request, Supervisor};

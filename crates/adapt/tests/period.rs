@@ -1006,10 +1006,7 @@ fn detect_marked_falls_back_to_all_wakeups() {
     let mark = |ts: &[u64], timer: &dyn Fn(usize) -> bool| -> Vec<Wakeup> {
         ts.iter()
             .enumerate()
-            .map(|(i, &t_ns)| Wakeup {
-                t_ns,
-                timer: timer(i),
-            })
+            .map(|(i, &t_ns)| Wakeup::woken(t_ns, timer(i)))
             .collect()
     };
     let ts = exact_train(20.0 * MS, 50);
@@ -1028,13 +1025,56 @@ fn detect_marked_falls_back_to_all_wakeups() {
     let mut noisy = mark(&ts, &|_| false);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for &i in &random {
-        noisy.push(Wakeup {
-            t_ns: ts[i] + rng.random_range(1..19) * 1_000_000,
-            timer: true,
-        });
+        noisy.push(Wakeup::woken(ts[i] + rng.random_range(1..19) * 1_000_000, true));
     }
     noisy.sort_by_key(|w| w.t_ns);
     let (e, src) = detect_marked(&detector, &noisy);
     assert_eq!(src, WakeupSource::All, "{e:?}");
     assert!(rel_err(&e, 20.0 * MS).unwrap() < 1e-3, "{e:?}");
+}
+
+#[test]
+fn detect_marked_prefers_the_expiries_a_thread_sets() {
+    use pacer_adapt::controller::{detect_marked, WakeupSource};
+    use pacer_adapt::kernel::{Origin, Wakeup};
+    let cfg = PeriodConfig::default();
+    let detector = |ts: &[u64]| period::analyse(ts, &cfg);
+    // A 20 ms thread running ever later: each job ends 3 ms after the previous one's end plus a
+    // period, so it never sleeps and its wake-ups (none here but random others) say nothing.
+    // The expiries it sets are the grid, set at drifting times; a restarted sleep sets one twice.
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut records: Vec<Wakeup> = (0..50u64)
+        .map(|k| Wakeup {
+            t_ns: 1_000_000_000 + k * 23_000_000,
+            origin: Origin::TimerSet {
+                expiry_ns: 1_000_000_000 + k * 20_000_000,
+            },
+        })
+        .collect();
+    records.push(records[10]);
+    for _ in 0..40 {
+        records.push(Wakeup::other(rng.random_range(1_000_000_000..2_150_000_000)));
+    }
+    records.sort_by_key(|w| w.t_ns);
+    let (e, src) = detect_marked(&detector, &records);
+    assert_eq!(src, WakeupSource::TimerExpiry, "{e:?}");
+    assert!(rel_err(&e, 20.0 * MS).unwrap() < 1e-6, "{e:?}");
+    // The expiries are never taken for wake-ups: without them, the random wake-ups alone.
+    let wakeups: Vec<Wakeup> = records.iter().copied().filter(Wakeup::is_wakeup).collect();
+    assert_eq!(wakeups.len(), 40);
+    assert_eq!(detect_marked(&detector, &wakeups).1, WakeupSource::All);
+    // Timeouts that are not activations (random expiries) fall through to the timer wake-ups.
+    let ts = exact_train(25.0 * MS, 40);
+    let mut mixed: Vec<Wakeup> = ts.iter().map(|&t| Wakeup::woken(t, true)).collect();
+    for &t in &ts {
+        mixed.push(Wakeup {
+            t_ns: t,
+            origin: Origin::TimerSet {
+                expiry_ns: t + rng.random_range(1..400) * 1_000_000,
+            },
+        });
+    }
+    let (e, src) = detect_marked(&detector, &mixed);
+    assert_eq!(src, WakeupSource::Timer, "{e:?}");
+    assert!(rel_err(&e, 25.0 * MS).unwrap() < 1e-4, "{e:?}");
 }

@@ -452,3 +452,48 @@ fn a_thread_exiting_mid_run_is_forgotten_and_the_rest_stay_controlled() {
     let long = find(&ths, "long").expect("the other thread is still there");
     assert!(long["control"]["budget_ns"].is_u64(), "still reserved: {long}");
 }
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn a_thread_selected_by_a_name_it_takes_later_is_controlled() {
+    let _g = privileged();
+    // The program is a shell for 0.5 s, then execs `sleep`: `--thread sleep` skips it by name at
+    // first and must take it once it is named so.
+    let out = pacer()
+        .args([
+            "exec",
+            "--json",
+            "--period",
+            "20ms",
+            "--thread",
+            "sleep",
+            "--status-every",
+            "200ms",
+            "--",
+        ])
+        .args(["sh", "-c", "sleep 0.5; exec sleep 1.5"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let statuses: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "status")
+        .collect();
+    let first = threads(&statuses[0]["status"]);
+    assert_eq!(first[0]["skipped"], "name not selected", "{stdout}");
+    let controlled = statuses.iter().any(|v| {
+        threads(&v["status"])
+            .iter()
+            .any(|t| t["name"] == "sleep" && t["control"]["period_ns"] == 20_000_000)
+    });
+    assert!(controlled, "never controlled after the rename:\n{stdout}");
+}

@@ -28,6 +28,9 @@ use crate::procfs::Pidfd;
 use crate::sched::{self, LinuxError, SchedAttr, ThreadSched, Tid};
 use crate::trace;
 
+/// The skip reason of a thread whose name `--thread` does not select.
+const NAME_NOT_SELECTED: &str = "name not selected";
+
 /// Why a session cannot start or go on.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -354,7 +357,17 @@ impl Session {
         }
         let first = std::mem::replace(&mut self.first_scan, false);
         for tid in now {
-            if self.seen.contains_key(&tid) {
+            if let Some(s) = self.seen.get(&tid) {
+                // A thread is often named after it starts (exec of the program, or
+                // pthread_setname_np after pthread_create): a name skipped once is checked again.
+                if s.skipped.as_deref() == Some(NAME_NOT_SELECTED) {
+                    let name = self.pidfd.comm(tid).unwrap_or_default();
+                    if name != s.name {
+                        let r = self.take(tid, &name);
+                        ledger_changed |= r.is_none();
+                        self.seen.insert(tid, Seen { name, skipped: r });
+                    }
+                }
                 continue;
             }
             let name = self.pidfd.comm(tid).unwrap_or_default();
@@ -372,10 +385,11 @@ impl Session {
         }
     }
 
-    /// Puts a thread under control; `Some(reason)` if it is left alone.
+    /// Puts a thread under control; `Some(reason)` if it is left alone. A thread skipped for its
+    /// name ([`NAME_NOT_SELECTED`]) is offered again when its name changes.
     fn take(&mut self, tid: Tid, name: &str) -> Option<String> {
         if !self.cfg.names.is_empty() && !self.cfg.names.iter().any(|n| n == name) {
-            return Some("name not selected".into());
+            return Some(NAME_NOT_SELECTED.into());
         }
         let state = match ThreadSched::read(tid) {
             Ok(s) => s,

@@ -46,6 +46,30 @@
 //!   context and are not marked; a kernel timer-wheel timeout (`schedule_timeout`) is not
 //!   marked either.
 //!
+//! # Timers the thread sets
+//! A periodic thread that runs late finds its next expiry already past when a job ends: it
+//! does not sleep, and neither a wake-up nor its mark is recorded. Its timer is still *set*,
+//! though, with the expiry of the next activation, on time or not. The instance therefore also
+//! records `timer:hrtimer_start` with the kernel filter `common_pid == A || …` (the thread that
+//! sets the timer) and hands the records out as [`Origin::TimerSet`] with the timer's
+//! `softexpires`, the expiry asked for (`expires` adds the timer slack of non-RT threads). Only
+//! the timers that activate a thread are kept, told apart by their `function`, resolved once
+//! from `/proc/kallsyms`: `hrtimer_wakeup` (clock_nanosleep, nanosleep, and the timeouts of
+//! futex, poll, select and epoll), `timerfd_tmrproc`, `posix_timer_fn` and `it_real_fn`
+//! (setitimer). The scheduler's own timers that run in the thread's context (SCHED_DEADLINE
+//! replenishment and inactive timers, hrtick) are dropped. So are the timers set in relative
+//! mode (`HRTIMER_MODE_REL`: nanosleep, clock_nanosleep without `TIMER_ABSTIME`): their expiry
+//! is the moment of the call plus a duration, so it moves with the load like a wake-up and
+//! says nothing a wake-up does not; a thread that sleeps 1 ms for "I/O" inside each job would
+//! put two such expiries per job among its activations. A periodic activation that keeps its
+//! grid is set in absolute mode: clock_nanosleep with `TIMER_ABSTIME` (rt-app, audio and video
+//! pipelines), a timerfd's interval (re-armed in absolute mode), POSIX interval timers, and
+//! absolute futex, poll and select timeouts. The expiry is in the clock of the
+//! timer's base; expiries more than [`MAX_EXPIRY_DISTANCE_NS`] from the record's
+//! CLOCK_MONOTONIC time stamp (a CLOCK_REALTIME or CLOCK_TAI timer) are dropped, as is every
+//! timer record when `/proc/kallsyms` hides the addresses (`kptr_restrict`): the analysis then
+//! runs on the wake-ups as before. [`WakeupTracer::traces_timers`] tells which.
+//!
 //! CPU hotplug after construction is not followed: the set of CPUs is read once.
 
 use std::collections::{BTreeSet, HashMap};
@@ -56,13 +80,34 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use pacer_adapt::kernel::{KernelError, Tid, Wakeup};
+use pacer_adapt::kernel::{KernelError, Origin, Tid, Wakeup};
 
 /// Where tracefs is normally mounted, tried in this order after `/proc/mounts`.
 const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// The tracepoint, relative to the tracefs root (or an instance directory).
 const EVENT_DIR: &str = "events/sched/sched_wakeup";
+
+/// The timer-set tracepoint, relative to the tracefs root (or an instance directory).
+const TIMER_EVENT_DIR: &str = "events/timer/hrtimer_start";
+
+/// Timer callbacks that wake the thread that set the timer (module documentation, "Timers the
+/// thread sets").
+const ACTIVATING_TIMERS: [&str; 4] = [
+    "hrtimer_wakeup",
+    "timerfd_tmrproc",
+    "posix_timer_fn",
+    "it_real_fn",
+];
+
+/// `HRTIMER_MODE_REL` (include/linux/hrtimer_types.h): the expiry was given as a duration from
+/// now; the other bits (pinned, soft, hard) do not matter here.
+const HRTIMER_MODE_REL: u32 = 0x01;
+
+/// Farthest a kept expiry may lie from its record's time stamp, either way: a minute, longer
+/// than any period pacer reserves and far shorter than the distance between CLOCK_MONOTONIC and
+/// CLOCK_REALTIME.
+pub const MAX_EXPIRY_DISTANCE_NS: u64 = 60_000_000_000;
 
 /// Prefix of the instances this module creates: `pacer-wakeup-<pid>-<n>`.
 const INSTANCE_PREFIX: &str = "pacer-wakeup-";
@@ -216,6 +261,77 @@ struct WakeupFormat {
     flags_offset: Option<usize>,
 }
 
+/// Layout facts about `hrtimer_start` needed to decode a raw record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TimerFormat {
+    id: u64,
+    /// Offset of the 4-byte `common_pid` field (the thread that set the timer).
+    pid_offset: usize,
+    /// Offset of the 8-byte `function` field (the timer's callback).
+    function_offset: usize,
+    /// Offset of the 8-byte `softexpires` field (the expiry asked for, ns in the base's clock).
+    expiry_offset: usize,
+    /// Offset of the 4-byte `mode` field (`enum hrtimer_mode`).
+    mode_offset: usize,
+    /// Addresses of [`ACTIVATING_TIMERS`].
+    functions: Vec<u64>,
+}
+
+fn parse_timer_format(id: &str, format: &str, kallsyms: &str) -> Result<TimerFormat, String> {
+    let id = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("unparsable id {:?}", id.trim()))?;
+    let field = |name: &str, size: usize| match field_offset(format, name) {
+        Some((off, s)) if s == size => Ok(off),
+        Some((_, s)) => Err(format!("field {name} has size {s}, expected {size}")),
+        None => Err(format!("no field {name} in the format")),
+    };
+    let functions = activating_timer_addresses(kallsyms);
+    if functions.is_empty() {
+        return Err(
+            "/proc/kallsyms shows no address of a thread-waking timer callback (kptr_restrict?)".into(),
+        );
+    }
+    Ok(TimerFormat {
+        id,
+        pid_offset: field("common_pid", 4)?,
+        function_offset: field("function", 8)?,
+        expiry_offset: field("softexpires", 8)?,
+        mode_offset: field("mode", 4)?,
+        functions,
+    })
+}
+
+/// The non-zero addresses `kallsyms` gives for [`ACTIVATING_TIMERS`] (zero when the kernel
+/// hides them from the reader).
+fn activating_timer_addresses(kallsyms: &str) -> Vec<u64> {
+    let mut out: Vec<u64> = kallsyms
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (addr, _kind, name) = (f.next()?, f.next()?, f.next()?);
+            if f.next().is_some() || !ACTIVATING_TIMERS.contains(&name) {
+                return None; // module symbols carry a fourth field; none of ours is in a module
+            }
+            u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0)
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn read_timer_format(root: &Path) -> Result<TimerFormat, String> {
+    let dir = root.join(TIMER_EVENT_DIR);
+    let read = |p: &Path| fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    parse_timer_format(
+        &read(&dir.join("id"))?,
+        &read(&dir.join("format"))?,
+        &read(Path::new("/proc/kallsyms"))?,
+    )
+}
+
 /// `common_flags` bit set when the event was recorded in hard-interrupt context
 /// (`TRACE_FLAG_HARDIRQ`, include/linux/trace_events.h; the `h` of the text trace's flags).
 const TRACE_FLAG_HARDIRQ: u8 = 0x08;
@@ -301,11 +417,11 @@ fn online_cpus() -> Vec<i32> {
     })
 }
 
-/// Builds the kernel filter expression for a set of TIDs.
-fn filter_for(tids: &BTreeSet<Tid>) -> Result<String, TraceError> {
+/// Builds the kernel filter expression matching `field` against a set of TIDs.
+fn filter_for(field: &str, tids: &BTreeSet<Tid>) -> Result<String, TraceError> {
     let expr = tids
         .iter()
-        .map(|t| format!("pid == {t}"))
+        .map(|t| format!("{field} == {t}"))
         .collect::<Vec<_>>()
         .join(" || ");
     if expr.len() > MAX_FILTER_LEN {
@@ -486,6 +602,10 @@ pub fn remove_stale() -> Vec<(PathBuf, String)> {
 pub struct WakeupTracer {
     instance: PathBuf,
     format: WakeupFormat,
+    /// `None` when timer-set records cannot be taken (module documentation, "Timers the thread
+    /// sets"), with the reason in `timer_unavailable`.
+    timer_format: Option<TimerFormat>,
+    timer_unavailable: Option<String>,
     readers: Vec<File>,
     tids: BTreeSet<Tid>,
     enabled: bool,
@@ -518,6 +638,10 @@ impl WakeupTracer {
     pub fn with_buffer_kb(kb: usize) -> Result<Self, TraceError> {
         let root = tracefs_root()?;
         let format = read_wakeup_format(&root)?;
+        let (timer_format, timer_unavailable) = match read_timer_format(&root) {
+            Ok(f) => (Some(f), None),
+            Err(why) => (None, Some(why)),
+        };
         let instances = root.join("instances");
         if !instances.is_dir() {
             return Err(TraceError::NoTracefs(format!(
@@ -550,6 +674,8 @@ impl WakeupTracer {
         let mut tracer = WakeupTracer {
             instance,
             format,
+            timer_format,
+            timer_unavailable,
             readers: Vec::new(),
             tids: BTreeSet::new(),
             enabled: false,
@@ -575,6 +701,14 @@ impl WakeupTracer {
         // A filter that matches nothing until threads are added (pid 0 is the idle task, which
         // is never woken).
         write_ctl(&inst.join(EVENT_DIR).join("filter"), "pid == 0")?;
+        if self.timer_format.is_some() {
+            // The idle task sets timers (the tick), so nothing is matched with a negative pid.
+            let filter = inst.join(TIMER_EVENT_DIR).join("filter");
+            if let Err(e) = write_ctl(&filter, "common_pid < 0") {
+                self.timer_format = None;
+                self.timer_unavailable = Some(e.to_string());
+            }
+        }
         write_ctl(&inst.join("tracing_on"), "1")?;
         for cpu in online_cpus() {
             let path = inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
@@ -629,6 +763,15 @@ impl WakeupTracer {
         &self.instance
     }
 
+    /// Whether the timers the traced threads set are recorded ([`Origin::TimerSet`]); when not,
+    /// why (module documentation, "Timers the thread sets").
+    pub fn traces_timers(&self) -> Result<(), &str> {
+        match &self.timer_unavailable {
+            None => Ok(()),
+            Some(why) => Err(why),
+        }
+    }
+
     /// Events the kernel reported as lost (ring full between drains) since construction.
     pub fn lost(&self) -> u64 {
         self.lost
@@ -640,7 +783,9 @@ impl WakeupTracer {
         self.collect()?;
         for (tid, mut ws) in self.pending.drain() {
             ws.sort_by_key(|w| w.t_ns);
-            out.entry(tid).or_default().extend(ws.into_iter().map(|w| w.t_ns));
+            out.entry(tid)
+                .or_default()
+                .extend(ws.into_iter().filter(Wakeup::is_wakeup).map(|w| w.t_ns));
         }
         Ok(())
     }
@@ -650,12 +795,13 @@ impl WakeupTracer {
     pub fn drain_tid(&mut self, tid: Tid, out: &mut Vec<u64>) -> Result<(), TraceError> {
         let mut marked = Vec::new();
         self.drain_tid_marked(tid, &mut marked)?;
-        out.extend(marked.into_iter().map(|w| w.t_ns));
+        out.extend(marked.into_iter().filter(Wakeup::is_wakeup).map(|w| w.t_ns));
         Ok(())
     }
 
-    /// [`drain_tid`](Self::drain_tid) with each wake-up's origin: `timer` when the kernel
-    /// recorded it in hard-interrupt context (module documentation, "Wake-up origin").
+    /// [`drain_tid`](Self::drain_tid) with each wake-up's origin ([`Origin::Timer`] when the
+    /// kernel recorded it in hard-interrupt context, module documentation, "Wake-up origin"),
+    /// and the timers the thread set ([`Origin::TimerSet`], "Timers the thread sets").
     pub fn drain_tid_marked(&mut self, tid: Tid, out: &mut Vec<Wakeup>) -> Result<(), TraceError> {
         self.collect()?;
         if let Some(mut ws) = self.pending.remove(&tid) {
@@ -670,6 +816,7 @@ impl WakeupTracer {
         let Self {
             readers,
             format,
+            timer_format,
             tids,
             pending,
             lost,
@@ -688,7 +835,16 @@ impl WakeupTracer {
                     }
                 };
                 *lost += parse_page(&page[..n], |time, payload| {
-                    if u16_at(payload, 0).map(u64::from) != Some(format.id) {
+                    let id = u16_at(payload, 0).map(u64::from);
+                    if let Some(tf) = timer_format.as_ref().filter(|tf| Some(tf.id) == id) {
+                        if let Some((pid, w)) = decode_timer_set(tf, time, payload) {
+                            if tids.contains(&pid) {
+                                pending.entry(pid).or_default().push(w);
+                            }
+                        }
+                        return;
+                    }
+                    if id != Some(format.id) {
                         return;
                     }
                     let Some(pid) = u32_at(payload, format.pid_offset) else {
@@ -700,7 +856,7 @@ impl WakeupTracer {
                             .flags_offset
                             .and_then(|o| payload.get(o))
                             .is_some_and(|&f| f & TRACE_FLAG_HARDIRQ != 0);
-                        pending.entry(pid).or_default().push(Wakeup { t_ns: time, timer });
+                        pending.entry(pid).or_default().push(Wakeup::woken(time, timer));
                     }
                 });
             }
@@ -710,18 +866,27 @@ impl WakeupTracer {
 
     /// Pushes the current TID set to the kernel: filter then enable, or disable when empty.
     fn apply(&mut self) -> Result<(), TraceError> {
-        let enable = self.instance.join(EVENT_DIR).join("enable");
+        let mut events = vec![(EVENT_DIR, "pid")];
+        if self.timer_format.is_some() {
+            events.push((TIMER_EVENT_DIR, "common_pid"));
+        }
         if self.tids.is_empty() {
             if self.enabled {
-                write_ctl(&enable, "0")?;
+                for (dir, _) in &events {
+                    write_ctl(&self.instance.join(dir).join("enable"), "0")?;
+                }
                 self.enabled = false;
             }
             return Ok(());
         }
-        let filter = filter_for(&self.tids)?;
-        write_ctl(&self.instance.join(EVENT_DIR).join("filter"), &filter)?;
+        for (dir, field) in &events {
+            let filter = filter_for(field, &self.tids)?;
+            write_ctl(&self.instance.join(dir).join("filter"), &filter)?;
+        }
         if !self.enabled {
-            write_ctl(&enable, "1")?;
+            for (dir, _) in &events {
+                write_ctl(&self.instance.join(dir).join("enable"), "1")?;
+            }
             self.enabled = true;
         }
         Ok(())
@@ -733,9 +898,40 @@ impl Drop for WakeupTracer {
         // Best effort, in the order the kernel needs: stop the event, close the readers (an open
         // file keeps the instance busy), remove the directory.
         let _ = fs::write(self.instance.join(EVENT_DIR).join("enable"), "0");
+        let _ = fs::write(self.instance.join(TIMER_EVENT_DIR).join("enable"), "0");
         self.readers.clear();
         let _ = fs::remove_dir(&self.instance);
     }
+}
+
+/// A timer-set record of `hrtimer_start`: the thread that set it and an [`Origin::TimerSet`],
+/// or `None` for a timer that does not activate a thread, or an expiry in another clock.
+fn decode_timer_set(tf: &TimerFormat, time: u64, payload: &[u8]) -> Option<(Tid, Wakeup)> {
+    let pid = u32_at(payload, tf.pid_offset)?;
+    let function = u64_at(payload, tf.function_offset)?;
+    if tf.functions.binary_search(&function).is_err() {
+        return None;
+    }
+    if u32_at(payload, tf.mode_offset)? & HRTIMER_MODE_REL != 0 {
+        return None;
+    }
+    let expiry = i64::from_ne_bytes(
+        payload
+            .get(tf.expiry_offset..tf.expiry_offset + 8)?
+            .try_into()
+            .ok()?,
+    );
+    let expiry_ns = u64::try_from(expiry).ok()?;
+    if expiry_ns.abs_diff(time) > MAX_EXPIRY_DISTANCE_NS {
+        return None;
+    }
+    Some((
+        pid,
+        Wakeup {
+            t_ns: time,
+            origin: Origin::TimerSet { expiry_ns },
+        },
+    ))
 }
 
 fn page_size() -> usize {
@@ -866,14 +1062,99 @@ format:
     #[test]
     fn builds_filters_and_unescapes_mount_paths() {
         let tids: BTreeSet<Tid> = [12, 7].into_iter().collect();
-        assert_eq!(filter_for(&tids).unwrap(), "pid == 7 || pid == 12");
+        assert_eq!(filter_for("pid", &tids).unwrap(), "pid == 7 || pid == 12");
         let many: BTreeSet<Tid> = (1_000_000..1_001_000).collect();
         assert!(matches!(
-            filter_for(&many),
+            filter_for("common_pid", &many),
             Err(TraceError::TooManyThreads { threads: 1000, .. })
         ));
         assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
         assert_eq!(unescape_mount_path("/plain\\"), "/plain\\");
+    }
+
+    #[test]
+    fn parses_the_timer_format_and_keeps_only_activating_timers() {
+        const TIMER_FORMAT: &str = "name: hrtimer_start
+ID: 460
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:void * function;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:s64 expires;\toffset:24;\tsize:8;\tsigned:1;
+\tfield:s64 softexpires;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:enum hrtimer_mode mode;\toffset:40;\tsize:4;\tsigned:0;
+";
+        const KALLSYMS: &str = "ffffffff813cef70 t inactive_task_timer
+ffffffff813d1f20 t dl_task_timer
+ffffffff8142cab0 t hrtimer_wakeup
+ffffffff81754200 t timerfd_tmrproc
+ffffffffc0001000 t hrtimer_wakeup\t[some_module]
+";
+        let tf = parse_timer_format("460\n", TIMER_FORMAT, KALLSYMS).unwrap();
+        assert_eq!(
+            (
+                tf.id,
+                tf.pid_offset,
+                tf.function_offset,
+                tf.expiry_offset,
+                tf.mode_offset
+            ),
+            (460, 4, 16, 32, 40)
+        );
+        assert_eq!(tf.functions, vec![0xffffffff8142cab0, 0xffffffff81754200]);
+        let hidden: String = KALLSYMS
+            .lines()
+            .map(|l| format!("0000000000000000{}\n", &l[16..]))
+            .collect();
+        assert!(parse_timer_format("460", TIMER_FORMAT, &hidden)
+            .unwrap_err()
+            .contains("kptr_restrict"));
+        assert!(parse_timer_format("460", "format:\n", KALLSYMS).is_err());
+
+        let record_mode = |pid: u32, function: u64, soft: i64, mode: u32| {
+            let mut p = vec![0u8; 48];
+            p[40..44].copy_from_slice(&mode.to_ne_bytes());
+            p[0..2].copy_from_slice(&460u16.to_ne_bytes());
+            p[4..8].copy_from_slice(&pid.to_ne_bytes());
+            p[16..24].copy_from_slice(&function.to_ne_bytes());
+            p[24..32].copy_from_slice(&(soft + 50_000).to_ne_bytes()); // expires: + slack
+            p[32..40].copy_from_slice(&soft.to_ne_bytes());
+            p
+        };
+        let record = |pid, function, soft| record_mode(pid, function, soft, 0x08); // ABS|HARD
+        let now = 5_000_000_000u64;
+        // A sleep's expiry already past (a late thread) is kept as asked for.
+        let (pid, w) = decode_timer_set(&tf, now, &record(42, 0xffffffff8142cab0, 4_990_000_000)).unwrap();
+        assert_eq!((pid, w.t_ns, w.expiry_ns()), (42, now, Some(4_990_000_000)));
+        assert!(!w.is_wakeup());
+        // The CBS replenishment timer is not the thread's activation.
+        assert!(decode_timer_set(&tf, now, &record(42, 0xffffffff813d1f20, 5_010_000_000)).is_none());
+        // A CLOCK_REALTIME expiry is not comparable with the monotonic time stamps.
+        assert!(decode_timer_set(
+            &tf,
+            now,
+            &record(42, 0xffffffff8142cab0, 1_790_000_000_000_000_000)
+        )
+        .is_none());
+        assert!(decode_timer_set(&tf, now, &record(42, 0xffffffff8142cab0, -1)).is_none());
+        assert!(decode_timer_set(&tf, now, &[0u8; 20]).is_none());
+        // A relative sleep (nanosleep) is a duration from now, not a point of a grid.
+        assert!(decode_timer_set(
+            &tf,
+            now,
+            &record_mode(42, 0xffffffff8142cab0, 5_001_000_000, 0x01)
+        )
+        .is_none());
+        assert!(decode_timer_set(
+            &tf,
+            now,
+            &record_mode(42, 0xffffffff8142cab0, 5_001_000_000, 0x0b)
+        )
+        .is_none());
     }
 
     fn gettid() -> Tid {
@@ -896,6 +1177,84 @@ format:
                 "sched_setaffinity"
             );
         }
+    }
+
+    /// The claim behind the timer-set records, on the running kernel: a periodic thread whose
+    /// jobs take longer than its period finds every expiry past and barely sleeps, yet each
+    /// job's clock_nanosleep sets the next expiry of the grid, and that is recorded; the
+    /// relative sleep inside each job is not.
+    #[test]
+    #[cfg_attr(
+        not(pacer_privileged),
+        ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+    )]
+    fn a_late_thread_still_records_the_expiries_it_sets() {
+        pacer_testkit::require(pacer_testkit::Need::Root);
+        pacer_testkit::require(pacer_testkit::Need::Tracefs);
+        const N: usize = 20;
+        const PERIOD_NS: i64 = 4_000_000;
+        let mut tracer = WakeupTracer::with_buffer_kb(256).expect("open the tracer");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let late = std::thread::spawn(move || {
+            tx.send(gettid()).unwrap();
+            go_rx.recv().unwrap();
+            let mut next = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: next is a valid timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut next) };
+            for _ in 0..N {
+                // A job of 1.5 periods: every expiry is past when the job ends.
+                let start = std::time::Instant::now();
+                while start.elapsed().as_nanos() < (PERIOD_NS as u128 * 3) / 2 {
+                    std::hint::spin_loop();
+                }
+                // An "I/O wait" inside the job: a relative sleep, not an activation.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                next.tv_nsec += PERIOD_NS;
+                if next.tv_nsec >= 1_000_000_000 {
+                    next.tv_nsec -= 1_000_000_000;
+                    next.tv_sec += 1;
+                }
+                // SAFETY: as above; a null remainder is allowed with TIMER_ABSTIME.
+                unsafe {
+                    libc::clock_nanosleep(
+                        libc::CLOCK_MONOTONIC,
+                        libc::TIMER_ABSTIME,
+                        &next,
+                        std::ptr::null_mut(),
+                    )
+                };
+            }
+        });
+        let tid = rx.recv().unwrap();
+        tracer.add(tid).expect("trace");
+        go_tx.send(()).unwrap();
+        late.join().unwrap();
+        let mut ws = Vec::new();
+        tracer.drain_tid_marked(tid, &mut ws).expect("drain");
+        let expiries: Vec<u64> = ws.iter().filter_map(Wakeup::expiry_ns).collect();
+        let last_set = ws.iter().filter(|w| !w.is_wakeup()).map(|w| w.t_ns).max();
+        eprintln!(
+            "late thread: {} wake-ups ({} timer), {} expiries set, last set at {:?}, last expiry {:?}",
+            ws.iter().filter(|w| w.is_wakeup()).count(),
+            ws.iter().filter(|w| w.is_timer()).count(),
+            expiries.len(),
+            last_set,
+            expiries.last()
+        );
+        assert_eq!(expiries.len(), N, "{expiries:?}");
+        assert!(
+            expiries.windows(2).all(|w| w[1] - w[0] == PERIOD_NS as u64),
+            "{expiries:?}"
+        );
+        // The last expiry was already in the past when it was set.
+        assert!(
+            expiries.last() < last_set.as_ref(),
+            "{expiries:?} set until {last_set:?}"
+        );
     }
 
     /// The claim behind the origin marks, on the running kernel: a thread sleeping in
@@ -1010,13 +1369,40 @@ format:
             h.join().unwrap();
         }
         let mut marked = std::collections::BTreeMap::new();
+        let mut expiries = std::collections::BTreeMap::new();
         for (&name, &tid) in &tids {
             let mut ws = Vec::new();
             tracer.drain_tid_marked(tid, &mut ws).expect("drain");
-            let timer = ws.iter().filter(|w| w.timer).count();
-            eprintln!("{name}: {} wake-ups, {timer} marked timer", ws.len());
+            let (set, ws): (Vec<Wakeup>, Vec<Wakeup>) = ws.into_iter().partition(|w| !w.is_wakeup());
+            let timer = ws.iter().filter(|w| w.is_timer()).count();
+            eprintln!(
+                "{name}: {} wake-ups, {timer} marked timer, {} timers set",
+                ws.len(),
+                set.len()
+            );
             marked.insert(name, (ws.len(), timer));
+            expiries.insert(
+                name,
+                set.iter().filter_map(Wakeup::expiry_ns).collect::<Vec<u64>>(),
+            );
         }
+        tracer.traces_timers().expect("timer-set records on this kernel");
+        // The sleeper set exactly its N absolute expiries, one period apart; the timerfd reader
+        // re-arms its timer in read() one period later each time; the condition variable has no
+        // timeout.
+        let sleeps = &expiries["clock_nanosleep"];
+        assert_eq!(sleeps.len(), N, "{sleeps:?}");
+        assert!(
+            sleeps.windows(2).all(|w| w[1] - w[0] == PERIOD_NS as u64),
+            "{sleeps:?}"
+        );
+        let fd = &expiries["timerfd"];
+        assert!(fd.len() >= N - 2, "timerfd: {} timers set", fd.len());
+        assert!(
+            fd.windows(2).all(|w| (w[1] - w[0]) % PERIOD_NS as u64 == 0),
+            "{fd:?}"
+        );
+        assert!(expiries["condvar"].is_empty(), "{:?}", expiries["condvar"]);
         // Each expiry is a marked wake-up; the others (the start barrier's futex) are not.
         for name in ["clock_nanosleep", "timerfd"] {
             let (n, timer) = marked[name];

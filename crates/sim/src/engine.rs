@@ -35,7 +35,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use pacer_adapt::kernel::Wakeup;
+use pacer_adapt::kernel::{Origin, Wakeup};
 use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::{to_ratio, BW_SHIFT};
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
@@ -1381,9 +1381,21 @@ impl Sim {
                     slot.next = Some(next);
                     self.finish_job(t);
                     if next > now {
+                        // The thread sleeps on its timer: the tracer sees the timer set (Linux:
+                        // hrtimer_start of the clock_nanosleep).
+                        if let Some(log) = self.threads[t as usize].wake_log.as_mut() {
+                            log.push(Wakeup {
+                                t_ns: now,
+                                origin: Origin::TimerSet { expiry_ns: next },
+                            });
+                        }
                         return Step::Block(next, Some(next));
                     }
-                    // Late: the next job was released in the past and starts at once.
+                    // Late: the next job was released in the past and starts at once, without a
+                    // system call (rt-app and `pacer run` skip the sleep when late), so nothing
+                    // is traced. A program that calls clock_nanosleep on a past expiry anyway
+                    // (the cyclictest idiom) would leave a timer set and a timer wake-up a few
+                    // µs later on Linux; that shape is not modelled.
                     self.start_job(t, next);
                 }
                 Event::Yield => return Step::Yield,
@@ -1442,7 +1454,7 @@ impl Sim {
                 // A timer's wake-up is a job release at the expiry of a periodic timer; the end
                 // of a `Sleep` is not (the experiments use sleeps for I/O waits), nor a start.
                 let timer = th.state == State::Sleeping && th.pending_release.is_some();
-                log.push(Wakeup { t_ns: now, timer });
+                log.push(Wakeup::woken(now, timer));
             }
         }
         match th.state {

@@ -42,12 +42,16 @@ impl Kernel for SimKernel<'_> {
     fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError> {
         let mut marked = Vec::new();
         self.drain_wakeups_marked(t, &mut marked)?;
-        out.extend(marked.into_iter().map(|w| w.t_ns));
+        out.extend(marked.into_iter().filter(Wakeup::is_wakeup).map(|w| w.t_ns));
         Ok(())
     }
-    /// A wake-up is marked `timer` when it releases a job at the expiry of a periodic timer
-    /// (`Event::Timer`). The end of a `Sleep` is not: the simulator's experiments use sleeps for
-    /// I/O waits (on Linux, rt-app's `sleep` is a clock_nanosleep, which the tracer marks).
+    /// A wake-up is marked [`Origin::Timer`](pacer_adapt::Origin::Timer) when it releases a job
+    /// at the expiry of a periodic timer (`Event::Timer`), and each `Event::Timer` the thread
+    /// sleeps on is recorded as [`Origin::TimerSet`](pacer_adapt::Origin::TimerSet) with its
+    /// expiry. A late thread does not sleep on its timer (rt-app's semantics, which `pacer run`
+    /// follows), so it records neither. A `Sleep` is neither: the simulator's
+    /// experiments use sleeps for I/O waits (on Linux, rt-app's `sleep` is a clock_nanosleep,
+    /// which the tracer marks).
     fn drain_wakeups_marked(&mut self, t: Tid, out: &mut Vec<Wakeup>) -> Result<(), KernelError> {
         self.check(t)?;
         self.0.drain_wake_log(t, out);

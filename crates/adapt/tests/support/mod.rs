@@ -137,12 +137,9 @@ impl FakeKernel {
                 let th = self.threads.get_mut(&tid).unwrap();
                 if th.tracing {
                     let timer = th.timer_marks;
-                    th.wakeups.push(Wakeup { t_ns: a, timer });
+                    th.wakeups.push(Wakeup::woken(a, timer));
                     for &o in &th.extra_wakeups {
-                        th.wakeups.push(Wakeup {
-                            t_ns: a + o,
-                            timer: false,
-                        });
+                        th.wakeups.push(Wakeup::other(a + o));
                     }
                     // splitmix64 of the activation time: reproducible offsets within the period.
                     let mut x = a ^ 0x9e37_79b9_7f4a_7c15;
@@ -152,10 +149,7 @@ impl FakeKernel {
                         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
                         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
                         z ^= z >> 31;
-                        th.wakeups.push(Wakeup {
-                            t_ns: a + z % th.period,
-                            timer: false,
-                        });
+                        th.wakeups.push(Wakeup::other(a + z % th.period));
                     }
                 }
                 th.cpu += w;
