@@ -1157,6 +1157,35 @@ ffffffffc0001000 t hrtimer_wakeup\t[some_module]
         .is_none());
     }
 
+    fn monotonic_now() -> libc::timespec {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: t is a valid timespec for the call to write.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+        t
+    }
+
+    /// Advances `next` by `period_ns` (< 1 s) and sleeps until it on CLOCK_MONOTONIC with
+    /// TIMER_ABSTIME, also when it is already past: the cyclic-loop idiom.
+    fn sleep_to_next(next: &mut libc::timespec, period_ns: i64) {
+        next.tv_nsec += period_ns;
+        if next.tv_nsec >= 1_000_000_000 {
+            next.tv_nsec -= 1_000_000_000;
+            next.tv_sec += 1;
+        }
+        // SAFETY: next is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                next,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
     fn gettid() -> Tid {
         // SAFETY: gettid has no preconditions and cannot fail.
         (unsafe { libc::gettid() }) as Tid
@@ -1199,12 +1228,7 @@ ffffffffc0001000 t hrtimer_wakeup\t[some_module]
         let late = std::thread::spawn(move || {
             tx.send(gettid()).unwrap();
             go_rx.recv().unwrap();
-            let mut next = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: next is a valid timespec.
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut next) };
+            let mut next = monotonic_now();
             for _ in 0..N {
                 // A job of 1.5 periods: every expiry is past when the job ends.
                 let start = std::time::Instant::now();
@@ -1213,20 +1237,7 @@ ffffffffc0001000 t hrtimer_wakeup\t[some_module]
                 }
                 // An "I/O wait" inside the job: a relative sleep, not an activation.
                 std::thread::sleep(std::time::Duration::from_micros(200));
-                next.tv_nsec += PERIOD_NS;
-                if next.tv_nsec >= 1_000_000_000 {
-                    next.tv_nsec -= 1_000_000_000;
-                    next.tv_sec += 1;
-                }
-                // SAFETY: as above; a null remainder is allowed with TIMER_ABSTIME.
-                unsafe {
-                    libc::clock_nanosleep(
-                        libc::CLOCK_MONOTONIC,
-                        libc::TIMER_ABSTIME,
-                        &next,
-                        std::ptr::null_mut(),
-                    )
-                };
+                sleep_to_next(&mut next, PERIOD_NS);
             }
         });
         let tid = rx.recv().unwrap();
@@ -1283,27 +1294,9 @@ ffffffffc0001000 t hrtimer_wakeup\t[some_module]
         let sleeper = thread::spawn(move || {
             t.send(("clock_nanosleep", gettid())).unwrap();
             g.wait();
-            let mut next = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: next is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
-            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut next) };
+            let mut next = monotonic_now();
             for _ in 0..N {
-                next.tv_nsec += PERIOD_NS;
-                if next.tv_nsec >= 1_000_000_000 {
-                    next.tv_nsec -= 1_000_000_000;
-                    next.tv_sec += 1;
-                }
-                // SAFETY: as above.
-                unsafe {
-                    libc::clock_nanosleep(
-                        libc::CLOCK_MONOTONIC,
-                        libc::TIMER_ABSTIME,
-                        &next,
-                        std::ptr::null_mut(),
-                    )
-                };
+                sleep_to_next(&mut next, PERIOD_NS);
             }
         });
 
