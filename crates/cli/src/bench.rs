@@ -33,8 +33,9 @@ window after 0.5 s of warm-up; success = detected period within 1 % of the truth
 \n\
 Detection uses origin marking as the LFS++ controller does: the simulator records the expiry of\n\
 each timer the program sleeps on and marks the timer's wake-ups; the analyser runs on the\n\
-expiries, else on the timer wake-ups, when the window holds enough of them (else on all). A late\n\
-job skips its sleep, as under rt-app, and leaves neither. Columns: 'within 1 %' with marking;\n\
+expiries and on the timer wake-ups when the window holds enough of them, and the more confident\n\
+answer is taken (else all wake-ups are analysed). A late job skips its sleep, as under rt-app,\n\
+and leaves neither. Columns: 'within 1 %' with marking;\n\
 'confident' = within 1 % and confidence ≥ the default minimum (what a controller adopts);\n\
 'wrong+conf' = off by more than 1 % yet above it; 'wake-ups only' = within 1 % with the wake-ups'\n\
 marks but without the expiries; 'no marks' = within 1 % from all wake-ups, origins ignored;\n\
