@@ -206,7 +206,9 @@ fn lfspp_7_2_pacer_misses_at_least_5x_fewer_deadlines() {
 /// of SCHED_FIFO load (`load.json`) in a one-CPU partition is late at every expiry. `pacer exec`
 /// must still find its period exactly, from the expiries its timer is set to (docs/linux.md,
 /// "Timers the thread sets"). The program is selected by name with `--thread`, a name it only
-/// gets once the forked child has exec'd.
+/// gets once the forked child has exec'd. The analysis needs a 1 s window; the 6 s also cover
+/// pacer's own start, which runs as SCHED_OTHER in the 15 % the load leaves (the first control
+/// step took 1.9 s in a debug build before the /proc/kallsyms scan was made cheap).
 #[test]
 #[cfg_attr(
     not(pacer_privileged),
@@ -230,8 +232,8 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
     let cal = calibration(dir.path());
     let script = format!(
         "{p} run --calibration {cal} {load} > /dev/null & sleep 0.5; \
-         {p} exec --json --status-every 250ms --duration 4s --thread cyclic -- \
-         {cyclic} 10000000 6 3500000; status=$?; wait; exit $status",
+         {p} exec --json --status-every 250ms --duration 6s --thread cyclic -- \
+         {cyclic} 10000000 8 3500000; status=$?; wait; exit $status",
         p = pacer(),
         load = ex.join("load.json").display(),
         cyclic = cyclic.display(),
@@ -270,7 +272,7 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
         }
     }
     eprintln!("cyclic player under 85 % FIFO load: first period adopted {found:?}; notes {notes:?}");
-    let (p, source, _) = found.unwrap_or_else(|| panic!("no period adopted in 4 s:\n{stdout}"));
+    let (p, source, _) = found.unwrap_or_else(|| panic!("no period adopted in 6 s:\n{stdout}"));
     assert!(
         (p as f64 - 10e6).abs() <= 10e3,
         "period {p} ns is more than 0.1 % off 10 ms"

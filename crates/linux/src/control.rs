@@ -68,7 +68,14 @@ pub fn preflight(need_tracing: bool) -> Result<(), ControlError> {
         r.flags.reset_on_fork = true;
         let res = sched::set_policy(0, Policy::Deadline(r), true);
         if res.is_ok() {
-            let _ = sched::set_policy(0, Policy::Other { nice: 0 }, false);
+            // Straight back, without set_policy's parking step: the parked reservation (1 µs per
+            // 4.19 s) would throttle this thread, the one that must run to leave it, for 4.19 s
+            // whenever it sleeps in between (a debugger's syscall stop is enough). A running
+            // thread leaving SCHED_DEADLINE itself releases its bandwidth (the leak parking
+            // avoids is of sleeping threads moved by another), at the latest at its 0-lag time,
+            // within the 100 ms period (tests/sched.rs, against the kernel's total_bw).
+            let other = sched::SchedAttr::from_policy(&Policy::Other { nice: 0 }, false);
+            let _ = sched::set_attr(0, &other);
         }
         res
     })

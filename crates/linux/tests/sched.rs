@@ -329,3 +329,60 @@ fn demoting_a_sleeping_thread_does_not_leak_bandwidth() {
         "bandwidth returned after demoting a sleeping thread"
     );
 }
+
+/// A thread leaving SCHED_DEADLINE itself, even after sleeping past its 0-lag time, gives its
+/// bandwidth back, at the latest at its 0-lag time (within one period; the kernel's inactive timer
+/// is armed for a running thread): `control::preflight`'s probe relies on it to skip the parking
+/// step that would throttle it (see there). Checked against `dl_bw->total_bw`, with the probe.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn a_thread_leaving_deadline_itself_returns_its_bandwidth() {
+    let _g = serialize();
+    let test = "a_thread_leaving_deadline_itself_returns_its_bandwidth";
+    require_deadline();
+    require(Need::SchedDebug);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let total = move || {
+        let s = pacer_linux::cpuset::read_dl_bandwidth()
+            .unwrap_or_else(|e| panic!("{test}: cannot read dl_bw->total_bw from debugfs: {e}"));
+        pacer_linux::cpuset::total_bw_of(&s, 0).unwrap()
+    };
+    let before = total();
+    let (during, left) = std::thread::spawn(move || {
+        let p = dl(Duration::from_ms(1), Duration::from_ms(10), Duration::from_ms(10));
+        set_policy(0, p, true).expect("reserve this thread");
+        let during = total();
+        // Past the 0-lag time, the case where a demotion by another thread leaked.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let other = pacer_linux::sched::SchedAttr::from_policy(&OTHER, false);
+        let started = std::time::Instant::now();
+        pacer_linux::sched::set_attr(0, &other).expect("leave SCHED_DEADLINE");
+        (during, started.elapsed())
+    })
+    .join()
+    .unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..5 {
+        pacer_linux::control::preflight(false).expect("preflight");
+    }
+    let probes = t.elapsed();
+    // The probes' 100 ms period: the latest 0-lag time of the last one.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let after = total();
+    eprintln!(
+        "{test}: total_bw before {before}, reserved {during}, after leaving {after}; \
+         left in {left:?}, 5 probes in {probes:?}"
+    );
+    assert!(during > before, "the reservation was accounted");
+    assert_eq!(
+        after, before,
+        "bandwidth returned by threads that left SCHED_DEADLINE themselves"
+    );
+    assert!(
+        probes < std::time::Duration::from_secs(2),
+        "a probe was throttled: {probes:?}"
+    );
+}
