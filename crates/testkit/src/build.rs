@@ -7,7 +7,8 @@
 //! run") compiles them in, and a missing privilege then fails through [`crate::require`].
 
 /// Called from a crate's `build.rs`: declares `cfg(pacer_privileged)` and sets it when the build
-/// runs as root (effective uid 0) or with `PACER_REQUIRE_ROOT=1`.
+/// runs as root (effective uid 0) or with `PACER_REQUIRE_ROOT=1`, and not with
+/// `PACER_REQUIRE_ROOT=0`.
 ///
 /// ```no_run
 /// // build.rs
@@ -33,7 +34,13 @@ pub const REQUIRE_ROOT_ENV: &str = "PACER_REQUIRE_ROOT";
 
 /// Whether this build should compile privileged tests as normal tests.
 fn privileged() -> bool {
+    // `PACER_REQUIRE_ROOT=0` ignores them even as root: a second build that must not touch the
+    // machine's scheduler while another run owns it (the cpuset partitioning is one per system).
+    match std::env::var(REQUIRE_ROOT_ENV).as_deref() {
+        Ok("1") => return true,
+        Ok("0") => return false,
+        _ => {}
+    }
     // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    root || std::env::var(REQUIRE_ROOT_ENV).is_ok_and(|v| v == "1")
+    unsafe { libc::geteuid() == 0 }
 }
