@@ -366,6 +366,11 @@ pub enum PeriodConfigError {
     Alpha(f64),
     #[error("k_max = 0: expected at least 1 harmonic")]
     KMax,
+    #[error(
+        "k_max = {k_max}: expected 1 to {max} (⌈f_max/f_min⌉: no frequency in the band has more \
+         multiples below f_max)"
+    )]
+    KMaxRange { k_max: usize, max: usize },
     #[error("ε = {0} Hz: expected a finite tolerance ≥ 0")]
     Eps(f64),
     #[error("min_cycles = {0}: expected a finite value ≥ 0")]
@@ -401,6 +406,15 @@ impl PeriodConfig {
         }
         if self.k_max == 0 {
             return Err(PeriodConfigError::KMax);
+        }
+        // No candidate ≥ f_min has more multiples in the band; a larger k_max only makes the
+        // harmonic-relation checks loop for nothing (k_max = 10⁹ ran for ever).
+        let most = (self.f_max_hz / self.f_min_hz).ceil().max(1.0) as usize;
+        if self.k_max > most {
+            return Err(PeriodConfigError::KMaxRange {
+                k_max: self.k_max,
+                max: most,
+            });
         }
         if !(self.eps_hz.is_finite() && self.eps_hz >= 0.0) {
             return Err(PeriodConfigError::Eps(self.eps_hz));

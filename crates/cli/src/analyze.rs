@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use pacer_analysis::admission::{bw_to_f64, AdmissionConfig};
 use pacer_analysis::partition::Heuristic;
@@ -88,10 +88,21 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 pub fn read_set(path: &std::path::Path) -> Result<TaskSet> {
-    if path.as_os_str() == "-" {
-        Ok(pacer_model::parse_taskset(&crate::read_stdin()?, "<stdin>")?)
+    let (text, name) = if path.as_os_str() == "-" {
+        (crate::read_stdin()?, "<stdin>".to_string())
     } else {
-        Ok(pacer_model::read_taskset(path)?)
+        let t = std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        (t, path.display().to_string())
+    };
+    match pacer_model::parse_taskset(&text, &name) {
+        Ok(set) => Ok(set),
+        // The parser's own error ("key must be a string" at an rt-app comment) would not say
+        // what is wrong: the file is of the other kind pacer reads.
+        Err(_) if pacer_workload::parse_rtapp(&text, &name).is_ok() => Err(anyhow::anyhow!(
+            "{name}: this is an rt-app workload, not a task set (docs/formats/taskset.md): \
+             simulate it with `pacer sim {name}` or run it with `pacer run {name}`"
+        )),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -224,9 +235,14 @@ fn render_text(label: &str, set: &TaskSet, cfg: &SuiteConfig, rows: &[Row], deta
         .and_then(|g| g.seed)
         .map(|s| format!(", seed {s}"))
         .unwrap_or_default();
+    let esc = pacer_model::text::escape_control;
     out.push_str(&format!(
-        "task set {label}{}: {} tasks, U = {:.4}, density = {:.4}, {} deadlines{seed}\n",
-        set.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
+        "task set {}{}: {} tasks, U = {:.4}, density = {:.4}, {} deadlines{seed}\n",
+        esc(label),
+        set.name
+            .as_ref()
+            .map(|n| format!(" ({})", esc(n)))
+            .unwrap_or_default(),
         set.len(),
         set.utilization(),
         set.density(),

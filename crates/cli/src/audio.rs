@@ -29,7 +29,8 @@ top OPP), adaptive (SCHED_DEADLINE sized by the proactive controller, GRUB-PA), 
 lowest OPP that fits each callback, known in advance: a lower bound). Latency is LatencyMark's\n\
 smallest glitch-free buffer; energy is the paper's E_N = Σ residency × normalised power / 1000.")]
 pub struct AudioArgs {
-    /// Scenario file (TOML, docs/formats/audio-scenario.md); without it, the built-in default:
+    /// Scenario file (TOML, docs/formats/audio-scenario.md), `-` for standard input; without it,
+    /// the built-in default:
     /// S = 48 kHz, b = 64, 60 s of random voices in [5, 185] every 3 s, seed 1, HiKey960 big CPU.
     pub scenario: Option<PathBuf>,
     /// Seed of the random voice pattern (recorded in the output).
@@ -69,6 +70,10 @@ fn parse_configuration(s: &str) -> Result<Configuration, String> {
 /// The scenario after the command-line overrides, and where it came from.
 pub fn scenario(a: &AudioArgs) -> Result<(AudioScenario, String)> {
     let (mut s, origin) = match &a.scenario {
+        Some(p) if p.as_os_str() == "-" => (
+            pacer_sim::audio::parse_audio_scenario(&crate::read_stdin()?, "<stdin>")?,
+            "<stdin>".to_string(),
+        ),
         Some(p) => (read_audio_scenario(p)?, p.display().to_string()),
         None => (AudioScenario::default(), "built-in scenario".to_string()),
     };

@@ -141,7 +141,12 @@ pub fn run(a: Args) -> Result<u8> {
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("A = {name_a}\nB = {name_b}\n");
+        let esc = pacer_model::text::escape_control;
+        println!(
+            "A = {}\nB = {}\n",
+            esc(&name_a.to_string()),
+            esc(&name_b.to_string())
+        );
         let mut table = Table::new(&[
             "task",
             "jobs A/B",
@@ -162,6 +167,7 @@ pub fn run(a: Args) -> Result<u8> {
         print!("{}", table.render());
         for (names, file) in [(&report.only_in_a, "A"), (&report.only_in_b, "B")] {
             if !names.is_empty() {
+                let names: Vec<String> = names.iter().map(|n| esc(n)).collect();
                 println!("only in {file}: {}", names.join(", "));
             }
         }

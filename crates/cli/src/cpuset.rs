@@ -41,6 +41,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<u8> {
+    crate::require_root(
+        "pacer cpuset",
+        "it creates and removes exclusive cpusets and changes the root cpuset's load balancing",
+    )?;
     let hier = CpusetHierarchy::detect().context("pacer cpuset: finding the cpuset hierarchy")?;
     if a.cleanup {
         let r = hier.cleanup_stale().context("pacer cpuset --cleanup")?;

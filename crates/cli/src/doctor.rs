@@ -165,6 +165,10 @@ fn gather(settle: u64) -> Result<(Snapshot, Findings)> {
 }
 
 pub fn run(a: Args) -> Result<u8> {
+    crate::require_root(
+        "pacer doctor",
+        "it reads the scheduler's accounting in debugfs and every process's scheduling state",
+    )?;
     let settle = a.settle.0.max(1_000_000);
     // Mounted only for this run if it was not: doctor leaves the machine as it found it.
     let _debugfs = cpuset::debugfs_for_now().context("pacer doctor needs root and debugfs")?;

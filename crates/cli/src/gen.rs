@@ -137,6 +137,17 @@ pub fn spec_from_args(a: &Args, seed: u64) -> Result<GenSpec> {
                 bail!("--util: required for --recipe independent (the total utilisation Σ C/T, e.g. -u 2.4)");
             };
             let mut utilizations = a.utilizations.clone();
+            if a.tasks.is_none() && !matches!(utilizations, UtilizationMethod::Unc { .. }) {
+                bail!(
+                    "-n/--tasks: required with --utilizations {} (only the unc:* distributions \
+                     derive the number of tasks), e.g. -n 10 -u {u}",
+                    match utilizations {
+                        UtilizationMethod::Uunifast => "uunifast",
+                        UtilizationMethod::UunifastDiscard { .. } => "uunifast-discard",
+                        _ => "randfixedsum",
+                    }
+                );
+            }
             match &mut utilizations {
                 UtilizationMethod::Randfixedsum { min, max } => {
                     *min = a.util_min.unwrap_or(*min);

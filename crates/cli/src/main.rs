@@ -27,7 +27,8 @@ use clap::{Parser, Subcommand};
     about = "Adaptive real-time scheduling toolkit for Linux: task sets, schedulability analysis, SCHED_DEADLINE",
     long_about = "pacer generates real-time task sets, analyses their schedulability under uniprocessor, \
 global, partitioned and clustered EDF and fixed-priority scheduling, and checks SCHED_DEADLINE \
-admission as the Linux kernel computes it.\n\nDurations accept units: 10ms, 250us, 1.5s (bare integers are nanoseconds).",
+admission as the Linux kernel computes it.\n\nDurations need a unit: 10ms, 250us, 1.5s (a bare number other than 0 is refused; \
+rt-app files keep rt-app's microseconds).",
     after_help = "Start with `pacer demo`, then `pacer gen --help` and `pacer analyze --help`.\nFile formats: docs/formats/taskset.md."
 )]
 struct Cli {
@@ -76,8 +77,37 @@ pub(crate) fn read_stdin() -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// Refuses to go on without root, before anything is tried: the kernel's own answer would be a
+/// "Permission denied" on some internal path, which does not say what to do.
+pub(crate) fn require_root(command: &str, why: &str) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow::bail!("{command} needs root: {why}; run it with sudo");
+    }
+    Ok(())
+}
+
+/// `--duration 1 s`: a unit given as a separate word. clap would take the unit for a positional
+/// argument or a subcommand and say something unrelated, so it is caught before clap sees it.
+fn spaced_unit(args: &[String]) -> Option<String> {
+    args.windows(3).find_map(|w| {
+        let (flag, num, unit) = (&w[0], &w[1], &w[2]);
+        let numeric = !num.is_empty() && num.chars().all(|c| c.is_ascii_digit() || c == '.');
+        let is_unit = ["ns", "us", "µs", "ms", "s"].contains(&unit.as_str());
+        (flag.starts_with('-') && numeric && is_unit)
+            .then(|| format!("{flag} {num} {unit}: write the unit without a space: {flag} {num}{unit}"))
+    })
+}
+
 fn main() -> ExitCode {
     pacer_linux::default_sigpipe();
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(msg) = spaced_unit(&args) {
+        eprintln!("pacer: error: {msg}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let code = |r: anyhow::Result<u8>| r.map(ExitCode::from);
     let result = match cli.command {
@@ -102,7 +132,12 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("pacer: error: {}", error_chain(&e));
+            // Messages quote names and paths from the input; only their line breaks are kept.
+            let text: Vec<String> = error_chain(&e)
+                .split('\n')
+                .map(pacer_model::text::escape_control)
+                .collect();
+            eprintln!("pacer: error: {}", text.join("\n"));
             ExitCode::FAILURE
         }
     }

@@ -329,7 +329,20 @@ fn per_window(
 ) -> Result<(WindowStats, Vec<WindowRow>)> {
     let w = w.0;
     let (t0, t1) = (ts[0], ts[ts.len() - 1]);
-    let n = ((t1 - t0) / w) as usize;
+    let n = (t1 - t0) / w;
+    // Memory and time follow the number of windows: more windows than wake-ups means most are
+    // empty (--window 1ns asked for 191 GB).
+    if n > ts.len() as u64 {
+        bail!(
+            "{label}: --window {} cuts the {:.3} s of wake-ups into {n} windows, more than its {} \
+             wake-ups: expected a window of at least {}",
+            Duration(w),
+            (t1 - t0) as f64 * 1e-9,
+            ts.len(),
+            Duration((t1 - t0).div_ceil(ts.len() as u64)).approx()
+        );
+    }
+    let n = n as usize;
     if n == 0 {
         bail!(
             "{label}: the wake-ups span {:.3} s, less than one --window of {:.3} s",

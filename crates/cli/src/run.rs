@@ -220,11 +220,11 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
     let cal = report.calibration;
     if !a.json {
         for w in &report.warnings {
-            eprintln!("pacer run: warning: {w}");
+            eprintln!("pacer run: warning: {}", pacer_model::text::escape_control(w));
         }
         println!(
             "ran {} on {} CPU{} for {} (seed {}, busy loop {:.3} ns/loop {}): {} jobs; stopped {}\n",
-            a.file.display(),
+            pacer_model::text::escape_control(&a.file.display().to_string()),
             report.cpus,
             if report.cpus == 1 { "" } else { "s" },
             Duration(report.horizon_ns),

@@ -46,19 +46,20 @@ pub struct Args {
     /// Scheduler for task sets: {g,c,p}-{edf,rm,dm}. EDF = SCHED_DEADLINE reservations
     /// (runtime C, deadline D, period T); RM/DM = SCHED_FIFO with rate/deadline-monotonic
     /// priorities; g = global, c = clustered (--cluster-size), p = partitioned (one CPU each).
-    #[arg(long, default_value = "g-edf")]
-    pub policy: SchedPolicy,
+    /// [default: g-edf]. Task sets only: an rt-app file sets each thread's policy itself.
+    #[arg(long)]
+    pub policy: Option<SchedPolicy>,
     /// CPUs per cluster for c-* policies (must divide --cpus).
     #[arg(long)]
     pub cluster_size: Option<u32>,
     /// How c-* and p-* policies place tasks: a bin-packing heuristic (ff, bf, wf, nf and the
     /// decreasing variants ffd, bfd, wfd, nfd; by utilisation, Σu ≤ capacity) or `ilp`, the
-    /// min–max-load assignment of the RM-vs-EDF study.
-    #[arg(long, default_value = "wfd")]
-    pub assign: String,
-    /// Time limit for --assign ilp.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub milp_time_limit: Duration,
+    /// min–max-load assignment of the RM-vs-EDF study. [default: wfd]
+    #[arg(long)]
+    pub assign: Option<String>,
+    /// Time limit for --assign ilp. [default: 5s]
+    #[arg(long, value_parser = parse_duration)]
+    pub milp_time_limit: Option<Duration>,
     /// Simulated time [default: the rt-app file's `global.duration`, else 10s].
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -67,8 +68,9 @@ pub struct Args {
     pub seed: u64,
     /// Execution time of each job of a task set: `wcet` (exactly C), `uniform:F` (uniform in
     /// [F·C, C]) or `normal:M,S` (normal with mean M·C and deviation S·C, truncated to [0, C]).
-    #[arg(long, default_value = "wcet", value_parser = parse_exec)]
-    pub exec: ExecArg,
+    /// [default: wcet]
+    #[arg(long, value_parser = parse_exec)]
+    pub exec: Option<ExecArg>,
     /// Set SCHED_FLAG_RECLAIM (GRUB) on the SCHED_DEADLINE reservations of a task set.
     #[arg(long)]
     pub reclaim: bool,
@@ -230,7 +232,7 @@ pub(crate) fn warn_ignored(command: &str, ignored: &[String]) {
         if n == 1 { "" } else { "s" }
     );
     for k in ignored.iter().take(4) {
-        eprintln!("  {k}");
+        eprintln!("  {}", pacer_model::text::escape_control(k));
     }
     if n > 4 {
         eprintln!("  … and {} more (see `ignored_keys` in --json output)", n - 4);
@@ -258,7 +260,7 @@ fn place(ts: &[Timing], bins: &[usize], assign: &str, limit: Duration) -> Result
 }
 
 fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
-    let SchedPolicy(scope, sched) = a.policy;
+    let SchedPolicy(scope, sched) = a.policy();
     let m = a.cpus as usize;
     let ts = timings(&set.tasks);
     let policy = match sched {
@@ -266,7 +268,8 @@ fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
         Sched::Rm => TaskPolicy::FixedPriority(pacer_workload::rate_monotonic_priorities(set)),
         Sched::Dm => TaskPolicy::FixedPriority(pacer_workload::deadline_monotonic_priorities(set)),
     };
-    let mut w = pacer_workload::from_taskset(set, &policy, a.exec.0);
+    let exec = a.exec.as_ref().map_or(ExecModel::Wcet, |e| e.0);
+    let mut w = pacer_workload::from_taskset(set, &policy, exec);
     if a.reclaim {
         if sched != Sched::Edf {
             bail!("--reclaim: only SCHED_DEADLINE (the *-edf policies) reclaims bandwidth");
@@ -293,7 +296,12 @@ fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
             )
         }
     };
-    let bin_of = place(&ts, &bins, &a.assign, a.milp_time_limit)?;
+    let bin_of = place(
+        &ts,
+        &bins,
+        a.assign.as_deref().unwrap_or("wfd"),
+        a.milp_time_limit.unwrap_or(Duration::from_secs(5)),
+    )?;
     for (t, b) in w.threads.iter_mut().zip(bin_of) {
         t.affinity = Some(cpus_of_bin[b].clone());
     }
@@ -350,6 +358,26 @@ pub(crate) struct SimOverheads {
 }
 
 impl Args {
+    fn policy(&self) -> SchedPolicy {
+        self.policy.unwrap_or(SchedPolicy(Scope::Global, Sched::Edf))
+    }
+
+    /// The options given that shape how a task set becomes threads, which an rt-app file
+    /// decides itself: ignoring them silently would simulate something else than asked.
+    fn taskset_only_flags(&self) -> Vec<&'static str> {
+        [
+            ("--policy", self.policy.is_some()),
+            ("--cluster-size", self.cluster_size.is_some()),
+            ("--assign", self.assign.is_some()),
+            ("--milp-time-limit", self.milp_time_limit.is_some()),
+            ("--exec", self.exec.is_some()),
+            ("--reclaim", self.reclaim),
+        ]
+        .into_iter()
+        .filter_map(|(f, given)| given.then_some(f))
+        .collect()
+    }
+
     /// Defaults for a task set already in memory (used by `pacer demo`).
     pub(crate) fn for_taskset(
         cpus: u32,
@@ -362,13 +390,13 @@ impl Args {
             file: Some(PathBuf::from("<generated>")),
             command: None,
             cpus,
-            policy,
+            policy: Some(policy),
             cluster_size,
-            assign: "wfd".into(),
-            milp_time_limit: Duration::from_secs(5),
+            assign: None,
+            milp_time_limit: None,
             duration: Some(duration),
             seed,
-            exec: ExecArg(ExecModel::Wcet),
+            exec: None,
             reclaim: false,
             context_switch_cost: Duration::ZERO,
             migration_cost: Duration::ZERO,
@@ -431,8 +459,18 @@ pub fn run(mut a: Args) -> Result<()> {
 pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(SummaryReport, RunInfo)> {
     let m = a.cpus as usize;
     let (workload, policy_label) = match input {
-        Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.policy.to_string())),
-        Input::RtApp(w) => (w, None),
+        Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.policy().to_string())),
+        Input::RtApp(w) => {
+            let given = a.taskset_only_flags();
+            if !given.is_empty() {
+                bail!(
+                    "{}: only for task sets; an rt-app file sets each thread's policy, CPUs and \
+                     work itself (docs/simulator.md, Workloads)",
+                    given.join(", ")
+                );
+            }
+            (w, None)
+        }
     };
     if interactive {
         warn_ignored("pacer sim", &workload.ignored);
@@ -460,7 +498,16 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
     cfg.wakeup_latency = a.wakeup_latency.ns();
     cfg.work_scale = a.work_scale;
     let ignored = workload.ignored.clone();
-    let mut sim = Sim::new(workload, cfg).context("setting up the simulation")?;
+    let mut sim = match Sim::new(workload, cfg) {
+        Ok(s) => s,
+        Err(e @ pacer_sim::SimError::AffinityOutOfRange { cpu, .. }) => {
+            bail!(
+                "setting up the simulation: {e}: simulate {} CPUs with --cpus",
+                cpu + 1
+            )
+        }
+        Err(e) => return Err(e).context("setting up the simulation"),
+    };
     let names = sim.thread_names();
 
     let mut summary = Summary::new(names.len());

@@ -14,8 +14,11 @@ impl Table {
         }
     }
 
+    /// Adds a row. Cells are escaped ([`pacer_model::text::escape_control`]): they carry names
+    /// from input files, and a name holding an escape sequence must not drive the terminal.
     pub fn push(&mut self, row: Vec<String>) {
-        self.rows.push(row);
+        self.rows
+            .push(row.iter().map(|c| pacer_model::text::escape_control(c)).collect());
     }
 
     pub fn render(&self) -> String {

@@ -180,7 +180,13 @@ fn originals(rx_pid: impl Fn() -> Option<u32>, n: usize) -> (u32, BTreeMap<u32, 
     while Instant::now() < end {
         if let Some(pid) = rx_pid() {
             let s = states_of(pid);
-            if s.len() > n {
+            // Each worker of `pacer run` sets its own policy (with RESET_ON_FORK) as it starts:
+            // read before that, under load, the "original" would not be the state pacer finds.
+            let settled = s
+                .iter()
+                .filter(|(&t, _)| t != pid)
+                .all(|(_, st)| st.attr.reset_on_fork());
+            if s.len() > n && settled {
                 return (pid, s);
             }
         }

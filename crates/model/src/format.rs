@@ -118,6 +118,17 @@ pub fn parse_taskset(text: &str, file: &str) -> Result<TaskSet, FormatError> {
                             strip_position(&inner)
                         ),
                     },
+                    // serde_json reports a value of the wrong type for an enum (`"arrival": 1`)
+                    // as a syntax error; in well-formed JSON it is the field that is wrong.
+                    _ if path != "." && serde_json::from_str::<serde_json::Value>(text).is_ok() => {
+                        FormatError::Field {
+                            file: file.to_string(),
+                            field: path,
+                            message: "unexpected value: see docs/formats/taskset.md for what this \
+                                      field takes"
+                                .into(),
+                        }
+                    }
                     _ => FormatError::Syntax {
                         file: file.to_string(),
                         line: inner.line(),
@@ -289,7 +300,7 @@ mod tests {
     #[test]
     fn reads_human_units_and_defaults() {
         let s = parse_taskset(
-            r#"{"tasks":[{"wcet":"2ms","period":"10ms"},{"name":"b","wcet":500000,"period":"20ms","deadline":"15ms","arrival":"sporadic"}]}"#,
+            r#"{"tasks":[{"wcet":"2ms","period":"10ms"},{"name":"b","wcet":"500us","period":"20ms","deadline":"15ms","arrival":"sporadic"}]}"#,
             "x",
         )
         .unwrap();

@@ -237,7 +237,10 @@ impl Platform {
                 let Some(slot) = seen.get_mut(c) else {
                     return Err(bad(
                         format!("clusters[{k}].cpus"),
-                        format!("names CPU {c}, but the platform has CPUs 0..{}", self.cpus.len()),
+                        format!(
+                            "names CPU {c}, but the platform has {}",
+                            cpu_count(self.cpus.len())
+                        ),
                     ));
                 };
                 if let Some(other) = *slot {
@@ -296,6 +299,16 @@ impl Platform {
             return Err(bad(format!("cpus[{c}]"), "is in no cluster's `cpus` list"));
         }
         Ok(())
+    }
+}
+
+/// "1 CPU (0)", "4 CPUs (0-3)": for messages about a CPU number out of range, where a Rust
+/// range (`0..1`) reads as two CPUs.
+pub fn cpu_count(n: usize) -> String {
+    match n {
+        0 => "no CPU".to_string(),
+        1 => "1 CPU (0)".to_string(),
+        n => format!("{n} CPUs (0-{})", n - 1),
     }
 }
 

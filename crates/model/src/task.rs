@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::time::Duration;
 
 /// How jobs of a task arrive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrival {
     /// Exactly every period, from the offset on.
@@ -17,6 +17,22 @@ pub enum Arrival {
     Periodic,
     /// At least one period apart (the period is the minimum inter-arrival time).
     Sporadic,
+}
+
+// By hand: the derived impl lets serde_json report a number here as malformed JSON, without
+// the field's name.
+impl<'de> Deserialize<'de> for Arrival {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected \"periodic\" or \"sporadic\""))?;
+        match s.as_str() {
+            "periodic" => Ok(Arrival::Periodic),
+            "sporadic" => Ok(Arrival::Sporadic),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown arrival {other:?}: expected \"periodic\" or \"sporadic\""
+            ))),
+        }
+    }
 }
 
 /// One task. Times are integer nanoseconds.

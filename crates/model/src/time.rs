@@ -42,6 +42,10 @@ pub enum DurationParseError {
     Fractional(String),
     #[error("`{0}` is too large (more than 2^64 ns ≈ 584 years)")]
     Overflow(String),
+    /// A bare number other than 0: nanoseconds, seconds and microseconds are all common
+    /// readings, and a wrong guess silently changes an experiment by 10^3–10^9.
+    #[error("`{0}` has no unit: write {0}s, {0}ms, {0}us or {0}ns")]
+    NoUnit(String),
 }
 
 impl Duration {
@@ -175,9 +179,10 @@ impl fmt::Display for Duration {
 impl FromStr for Duration {
     type Err = DurationParseError;
 
-    /// Accepts `<number><unit>` with unit one of ns, us, µs, ms, s (optional whitespace between),
-    /// or a bare integer meaning nanoseconds. Decimal fractions are allowed as long as the result
-    /// is a whole number of nanoseconds (`1.5ms` yes, `1.5ns` no).
+    /// Accepts `<number><unit>` with unit one of ns, us, µs, ms, s (optional whitespace between).
+    /// A bare number is refused ([`DurationParseError::NoUnit`]) except `0`. Decimal fractions
+    /// are allowed as long as the result is a whole number of nanoseconds (`1.5ms` yes, `1.5ns`
+    /// no).
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let t = text.trim();
         if t.is_empty() {
@@ -191,7 +196,9 @@ impl FromStr for Duration {
             .unwrap_or(t.len());
         let (num, unit) = (t[..split].trim(), t[split..].trim());
         let scale = match unit {
-            "" | "ns" => 1,
+            "" if t[..split].bytes().all(|b| b == b'0' || b == b'.' || b == b'+') => 1,
+            "" => return Err(DurationParseError::NoUnit(t.to_string())),
+            "ns" => 1,
             "us" | "µs" | "μs" => NS_PER_US,
             "ms" => NS_PER_MS,
             "s" => NS_PER_S,
@@ -242,27 +249,32 @@ impl Serialize for Duration {
 }
 
 impl<'de> Deserialize<'de> for Duration {
-    /// Accepts a string with units or a non-negative integer (nanoseconds).
+    /// Accepts a string with a unit, or 0. Integers other than 0 are refused for the same reason
+    /// as bare numbers in text ([`DurationParseError::NoUnit`]).
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl serde::de::Visitor<'_> for V {
             type Value = Duration;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str(
-                    "a duration such as \"10ms\", \"250us\", \"1.5s\" or an integer number of nanoseconds",
-                )
+                f.write_str("a duration with a unit, such as \"10ms\", \"250us\" or \"1.5s\"")
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Duration, E> {
-                Ok(Duration(v))
+                if v == 0 {
+                    return Ok(Duration::ZERO);
+                }
+                Err(E::custom(format!(
+                    "{v} has no unit: write \"{v}ms\", \"{v}us\", \"{v}ns\" or \"{v}s\""
+                )))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Duration, E> {
-                u64::try_from(v)
-                    .map(Duration)
-                    .map_err(|_| E::custom(format!("negative duration {v}: durations must be ≥ 0")))
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("negative duration {v}: durations must be ≥ 0"))),
+                }
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Duration, E> {
                 Err(E::custom(format!(
-                    "bare number {v} is ambiguous: write a unit (\"{v}ms\") or integer nanoseconds"
+                    "{v} has no unit: write \"{v}ms\", \"{v}us\" or \"{v}s\""
                 )))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
@@ -301,12 +313,21 @@ mod tests {
         assert_eq!("250 µs".parse::<Duration>().unwrap(), Duration::from_us(250));
         assert_eq!("1.5s".parse::<Duration>().unwrap(), Duration::from_ms(1500));
         assert_eq!("0.000001ms".parse::<Duration>().unwrap(), Duration(1));
-        assert_eq!("42".parse::<Duration>().unwrap(), Duration(42));
+        assert_eq!("42ns".parse::<Duration>().unwrap(), Duration(42));
+        assert_eq!("0".parse::<Duration>().unwrap(), Duration::ZERO);
+        assert_eq!("0.0".parse::<Duration>().unwrap(), Duration::ZERO);
         assert_eq!(".5ms".parse::<Duration>().unwrap(), Duration::from_us(500));
     }
 
     #[test]
     fn rejects_bad_text() {
+        let e = "10".parse::<Duration>().unwrap_err();
+        assert_eq!(e, DurationParseError::NoUnit("10".into()));
+        assert_eq!(e.to_string(), "`10` has no unit: write 10s, 10ms, 10us or 10ns");
+        assert!(matches!(
+            "1.5".parse::<Duration>(),
+            Err(DurationParseError::NoUnit(_))
+        ));
         assert!(matches!(
             "-5ms".parse::<Duration>(),
             Err(DurationParseError::Negative(_))

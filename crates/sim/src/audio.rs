@@ -385,6 +385,20 @@ impl AudioScenario {
         self.pattern
             .validate()
             .map_err(|e| bad("pattern", e.to_string()))?;
+        // A callback of more voices than this takes MAX_VOICE_LOAD periods at the top OPP:
+        // overload is part of the experiment, costs that overflow the arithmetic are not
+        // (u64::MAX voices reported a used bandwidth of 1.4e13).
+        let most = self.saturating_voices.saturating_mul(MAX_VOICE_LOAD);
+        if self.pattern.max_voices() > most {
+            return Err(bad(
+                "pattern",
+                format!(
+                    "{} voices: expected at most {most} ({MAX_VOICE_LOAD} × saturating_voices = \
+                     {MAX_VOICE_LOAD} periods of work per callback)",
+                    self.pattern.max_voices()
+                ),
+            ));
+        }
         VoiceCost::calibrated(t, self.saturating_voices, self.base_cost.ns()).map_err(|e| match e {
             AudioError::SaturatingVoices(_) => bad("saturating_voices", e.to_string()),
             _ => bad("base_cost", e.to_string()),
@@ -546,6 +560,9 @@ impl AudioScenario {
         Ok(platform)
     }
 }
+
+/// Most voices a step may have, in units of `saturating_voices` (see `AudioScenario::validate`).
+pub const MAX_VOICE_LOAD: u64 = 16;
 
 /// Parses a TOML scenario; `origin` names the file in errors.
 pub fn parse_audio_scenario(text: &str, origin: &str) -> Result<AudioScenario, AudioScenarioError> {

@@ -150,7 +150,10 @@ pub enum SimError {
     NoCpus,
     #[error("the workload has no threads")]
     NoThreads,
-    #[error("thread `{thread}`: affinity names CPU {cpu}, but the platform has CPUs 0..{cpus}")]
+    #[error(
+        "thread `{thread}`: affinity names CPU {cpu}, but the simulated platform has {}",
+        pacer_model::platform::cpu_count(*cpus)
+    )]
     AffinityOutOfRange { thread: String, cpu: usize, cpus: usize },
     #[error("thread `{thread}`: empty CPU affinity")]
     EmptyAffinity { thread: String },
@@ -469,6 +472,12 @@ impl Sim {
                     thread: spec.name.clone(),
                     message: "phase-level policy or cpus changes are not simulated yet; set them on the task"
                         .into(),
+                });
+            }
+            if let Some(why) = spec.timeless_loop() {
+                return Err(SimError::BadThread {
+                    thread: spec.name.clone(),
+                    message: why,
                 });
             }
             if spec.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {

@@ -238,6 +238,15 @@ impl VoicePattern {
         }
     }
 
+    /// The most voices any step can have.
+    pub fn max_voices(&self) -> u64 {
+        match self {
+            VoicePattern::Square { low, high } => *low.max(high),
+            VoicePattern::Random { max, .. } => *max,
+            VoicePattern::List { voices } => voices.iter().copied().max().unwrap_or(0),
+        }
+    }
+
     /// The voices of `steps` consecutive steps.
     pub fn steps(&self, steps: usize) -> Result<Vec<u64>, AudioError> {
         self.validate()?;

@@ -193,6 +193,66 @@ pub enum Event {
     WorkUnits { units: u64 },
 }
 
+impl Work {
+    /// Whether a `run` of this work can take any time at all (a linear model may, once the
+    /// thread announces units).
+    pub fn can_take_time(&self) -> bool {
+        match self {
+            Work::Fixed { ns } => !ns.is_zero(),
+            Work::Uniform { max, .. } | Work::Normal { max, .. } => !max.is_zero(),
+            Work::Empirical { samples } => samples.iter().any(|d| !d.is_zero()),
+            Work::Linear { base, per_unit } => !base.is_zero() || !per_unit.is_zero(),
+        }
+    }
+}
+
+impl Event {
+    /// Whether the event can let time pass: work, a wall-clock stretch, a sleep or a timer wait
+    /// of non-zero length. `yield` and `workUnits` take none in the model.
+    pub fn can_take_time(&self) -> bool {
+        match self {
+            Event::Run { work } => work.can_take_time(),
+            Event::Runtime { duration } | Event::Sleep { duration } => !duration.is_zero(),
+            Event::Timer { period, .. } => !period.is_zero(),
+            Event::Yield | Event::WorkUnits { .. } => false,
+        }
+    }
+}
+
+/// Most iterations of events that take no time a simulated thread may run: each is a step of
+/// the simulator at one instant, so beyond this the run could not finish in reasonable time.
+pub const MAX_TIMELESS_ITERATIONS: u64 = 1_000_000;
+
+impl ThreadSpec {
+    /// Why simulating this thread would never let time pass, if so: events that all take no
+    /// time (only `yield`, `sleep: 0`, …) repeated forever or more than
+    /// [`MAX_TIMELESS_ITERATIONS`] times, by one phase or by the whole thread. rt-app on a real kernel spins on such a loop until the
+    /// run's duration; a discrete-event simulator at one instant would spin for ever.
+    pub fn timeless_loop(&self) -> Option<String> {
+        let timeless = |p: &Phase| p.loops == 0 || !p.events.iter().any(Event::can_take_time);
+        let fix = format!(
+            "no simulated time would ever pass; give it a run, runtime, sleep or timer > 0, or at \
+             most {MAX_TIMELESS_ITERATIONS} iterations"
+        );
+        const WHAT: &str = "events that take no time (only yield, workUnits or zero-length run, \
+                            runtime, sleep or timer)";
+        for (i, p) in self.phases.iter().enumerate() {
+            if timeless(p) && p.loops > MAX_TIMELESS_ITERATIONS {
+                return Some(format!("phase {i} loops {} times through {WHAT}: {fix}", p.loops));
+            }
+        }
+        if self.phases.iter().all(timeless) {
+            let per_pass: u64 = self.phases.iter().map(|p| p.loops).sum();
+            let total = self.loops.and_then(|l| l.checked_mul(per_pass));
+            if per_pass > 0 && total.is_none_or(|n| n > MAX_TIMELESS_ITERATIONS) {
+                let times = total.map_or("forever".to_string(), |n| format!("{n} times"));
+                return Some(format!("its phases loop {times} through {WHAT}: {fix}"));
+            }
+        }
+        None
+    }
+}
+
 impl Workload {
     /// Index of the largest timer id used, plus one (the number of distinct timers).
     pub fn timer_count(&self) -> usize {

@@ -400,7 +400,8 @@ pub fn render_text_labelled(report: &SummaryReport, time_label: &str) -> String 
     for t in &report.per_task {
         let p = |f: fn(&Percentiles) -> u64| t.response_ns.as_ref().map_or("-".into(), |r| us(f(r)));
         rows.push(vec![
-            t.name.clone(),
+            // Names come from input files: no escape sequence reaches the terminal.
+            pacer_model::text::escape_control(&t.name),
             t.jobs.to_string(),
             t.misses.to_string(),
             opt(t.miss_ratio.map(|r| r * 100.0), 2),
