@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long, default_value_t = 950_000, allow_negative_numbers = true)]
     pub rt_runtime_us: i64,
     /// kernel.sched_rt_period_us for the SCHED_DEADLINE admission check.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=i32::MAX as u64))]
     pub rt_period_us: u64,
     /// Per-CPU fair-server reservation counted by admission control (Linux ≥ 6.12), as
     /// RUNTIME/PERIOD, or `none` for older kernels.

@@ -64,7 +64,7 @@ pub struct PeriodArgs {
     #[arg(long, default_value = "0.1ms", value_parser = parse_duration)]
     pub degrade_jitter: Duration,
     /// Trials per point.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, value_parser = crate::count_in::<1, 100_000>)]
     pub trials: usize,
     /// First seed; trial i uses seed + i.
     #[arg(long, default_value_t = 1)]

@@ -27,7 +27,7 @@ use crate::table::Table;
 #[command(after_help = "Needs root (tracefs, SCHED_DEADLINE). Example: sudo pacer bench exec --repeats 7")]
 pub struct ExecBenchArgs {
     /// Runs of each configuration (medians are reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::count_in::<1, 1000>)]
     pub repeats: usize,
     /// CPU work of the CPU-bound program.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]

@@ -42,7 +42,7 @@ pub struct Args {
     pub b: PathBuf,
     /// Make the exit status 2 when any task's median response time in B differs from A's by more
     /// than PCT per cent of A's median (e.g. 10). Tasks found in only one file do not count.
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub tolerance: Option<f64>,
     /// With --tolerance: median differences up to this much never count, so tasks with tiny
     /// medians do not fail on a few µs of noise (e.g. 200us).

@@ -28,17 +28,17 @@ pub struct Args {
     #[arg(short = 'n', long = "tasks")]
     pub tasks: Option<usize>,
     /// Total utilisation Σ C/T (for UNC distributions: the cap).
-    #[arg(short = 'u', long = "util")]
+    #[arg(short = 'u', long = "util", allow_negative_numbers = true)]
     pub util: Option<f64>,
     /// Per-task utilisation method: uunifast, uunifast-discard, randfixedsum, or unc:NAME with
     /// NAME one of uni-{light,medium,heavy}, exp-{light,medium,heavy}, bimo-{light,medium,heavy}.
     #[arg(long, default_value = "randfixedsum", value_parser = parse_util_method)]
     pub utilizations: UtilizationMethod,
     /// Smallest per-task utilisation (randfixedsum).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub util_min: Option<f64>,
     /// Largest per-task utilisation (randfixedsum, uunifast-discard).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub util_max: Option<f64>,
     /// Period distribution: log-uniform, uniform, or unc:NAME with NAME one of
     /// uni-{short,moderate,long}, log-uni-{short,moderate,long}.
@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Number of task sets; set k uses a seed derived from (seed, k), recorded in its file.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::count_in::<1, 100_000>)]
     pub count: usize,
     /// Output file (one set) or directory (several: DIR/taskset-000.json, …); default: standard output.
     #[arg(short = 'o', long)]

@@ -77,6 +77,19 @@ pub(crate) fn read_stdin() -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// A count option within `LO..=HI` (clap's ranged parsers are for u64/i64 only), with the range
+/// in the message: counts size loops and allocations, so an unbounded one can exhaust memory.
+pub(crate) fn count_in<const LO: usize, const HI: usize>(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number (expected {LO} to {HI})"))?;
+    if !(LO..=HI).contains(&n) {
+        return Err(format!("{n} is not in {LO}..={HI}"));
+    }
+    Ok(n)
+}
+
 /// Refuses to go on without root, before anything is tried: the kernel's own answer would be a
 /// "Permission denied" on some internal path, which does not say what to do.
 pub(crate) fn require_root(command: &str, why: &str) -> anyhow::Result<()> {

@@ -488,8 +488,9 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
     if horizon == 0 {
         bail!("--duration: expected a simulated time > 0");
     }
-    if !(a.work_scale.is_finite() && a.work_scale > 0.0) {
-        bail!("--work-scale {}: expected a finite factor > 0", a.work_scale);
+    // Beyond 1000× the work of a 1 ms job outlasts any run, and products overflow the ns range.
+    if !(a.work_scale.is_finite() && a.work_scale > 0.0 && a.work_scale <= 1000.0) {
+        bail!("--work-scale {:?}: expected a factor in (0, 1000]", a.work_scale);
     }
     let mut cfg = SimConfig::new(m);
     cfg.seed = a.seed;

@@ -301,3 +301,41 @@ fn names_from_input_files_cannot_drive_the_terminal() {
     let err = fails_with(&out, &["appears twice"]);
     assert!(!err.contains('\u{1b}'), "{err}");
 }
+
+#[test]
+fn numeric_options_name_the_flag_and_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = file(&dir, "set.json", SET);
+    for (args, expect) in [
+        // 10⁹ trials aborted allocating 168 GB.
+        (
+            vec!["bench", "period", "--trials", "1000000000"],
+            "--trials <TRIALS>': 1000000000 is not in 1..=100000",
+        ),
+        // 10⁹ task sets ran until the disk filled.
+        (
+            vec!["gen", "-n", "3", "-u", "0.5", "--count", "1000000000"],
+            "--count <COUNT>': 1000000000 is not in 1..=100000",
+        ),
+        (
+            vec!["bench", "exec", "--repeats", "0"],
+            "--repeats <REPEATS>': 0 is not in 1..=1000",
+        ),
+        (
+            vec!["analyze", &f, "--rt-period-us", "99999999999999"],
+            "is not in 1..=2147483647",
+        ),
+        (
+            vec!["sim", &f, "--work-scale", "1e300"],
+            "--work-scale 1e300: expected a factor in (0, 1000]",
+        ),
+        // Negative numbers reach the range check instead of "unexpected argument '-1'".
+        (vec!["gen", "-n", "3", "-u", "-1"], "utilization = -1"),
+        (
+            vec!["gen", "-n", "3", "-u", "0.5", "--util-min", "-1"],
+            "expected 0 ≤ min ≤ max ≤ 1",
+        ),
+    ] {
+        fails_with(&run(&args, None), &[expect]);
+    }
+}
