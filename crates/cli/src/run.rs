@@ -42,7 +42,8 @@ pub struct Args {
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md, the schema of
     /// `pacer sim --jobs`). Rows stream to `.NAME.pacer-tmp-PID` beside the file (flushed every
     /// half second, so a killed run leaves them there), which replaces it only if the run
-    /// succeeds; Ctrl-C, SIGTERM and SIGHUP end the run and keep its rows (docs/output-files.md).
+    /// succeeds; Ctrl-C, SIGTERM and SIGHUP end a run normally, so its files are written
+    /// (docs/output-files.md).
     #[arg(long)]
     pub jobs: Option<PathBuf>,
     /// Write rt-app-compatible per-thread logs (`<name>-<idx>.log`, rt-app's columns) into this
