@@ -54,6 +54,9 @@ enum Dest {
         existing: bool,
         via_link: bool,
         temp: Option<PathBuf>,
+        /// The replaced file's permission bits, given to the temporary file once it is complete
+        /// (a read-only mode would keep pacer from syncing it).
+        mode: Option<u32>,
     },
     /// An open descriptor the user named (`-`, /dev/stdout, /dev/fd/N): written as the command
     /// goes, never replaced.
@@ -214,6 +217,7 @@ impl Outputs {
                 target,
                 existing,
                 temp,
+                mode,
                 ..
             } => {
                 if temp.is_some() {
@@ -227,7 +231,8 @@ impl Outputs {
                 remove_on_termination(&path, false);
                 *temp = Some(path);
                 if let Some(m) = &old {
-                    keep_owner_and_mode(&file, m).with_context(|| {
+                    *mode = Some(m.mode() & 0o7777);
+                    keep_owner(&file, m).with_context(|| {
                         format!(
                             "{shown}: a replacement cannot keep the file's owner (uid {}, gid {}); \
                              pacer replaces outputs by renaming a new file over them (remove the \
@@ -257,12 +262,17 @@ impl Outputs {
             if let Dest::File {
                 target,
                 temp: Some(temp),
+                mode,
                 ..
             } = &o.dest
             {
                 let shown = format!("{} {}", o.flag, o.given.display());
                 File::open(temp)
                     .and_then(|f| f.sync_all())
+                    .and_then(|()| match mode {
+                        Some(m) => fs::set_permissions(temp, fs::Permissions::from_mode(*m)),
+                        None => Ok(()),
+                    })
                     .with_context(|| format!("{shown}: writing {}", temp.display()))?;
                 if let Ok(m) = fs::symlink_metadata(target) {
                     if !m.is_file() {
@@ -283,6 +293,7 @@ impl Outputs {
                 temp,
                 via_link,
                 existing,
+                ..
             } = &mut o.dest
             {
                 let Some(t) = temp.take() else { continue };
@@ -339,7 +350,7 @@ impl Outputs {
             let id = m.is_file().then(|| (m.dev(), m.ino()));
             return Ok((Dest::Stream { fd }, id));
         }
-        if path.as_os_str().is_empty() {
+        if path.as_os_str().is_empty() || path.as_os_str().as_encoded_bytes().ends_with(b"/") {
             bail!("{}: expected a file name", shown());
         }
         let (target, via_link) = resolve(path).with_context(shown)?;
@@ -352,6 +363,7 @@ impl Outputs {
                         existing: true,
                         via_link,
                         temp: None,
+                        mode: None,
                     },
                     id,
                 ))
@@ -374,6 +386,7 @@ impl Outputs {
                     existing: false,
                     via_link,
                     temp: None,
+                    mode: None,
                 },
                 None,
             )),
@@ -499,14 +512,14 @@ fn create_temp(target: &Path, replaces: bool) -> std::io::Result<(PathBuf, File)
     ))
 }
 
-/// Gives the temporary file the owner and mode of the file it will replace (owner first:
-/// changing it clears set-id bits).
-fn keep_owner_and_mode(file: &File, m: &Metadata) -> std::io::Result<()> {
+/// Gives the temporary file the owner of the file it will replace (its mode follows at commit,
+/// after the owner: changing the owner clears set-id bits).
+fn keep_owner(file: &File, m: &Metadata) -> std::io::Result<()> {
     let mine = file.metadata()?;
     if (mine.uid(), mine.gid()) != (m.uid(), m.gid()) {
         std::os::unix::fs::fchown(file, Some(m.uid()), Some(m.gid()))?;
     }
-    file.set_permissions(fs::Permissions::from_mode(m.mode() & 0o7777))
+    Ok(())
 }
 
 fn describe(m: &Metadata) -> &'static str {
@@ -679,15 +692,20 @@ mod tests {
 
     #[test]
     fn a_replaced_file_keeps_its_mode() {
-        let d = tempfile::tempdir().unwrap();
-        let t = d.path().join("set.json");
-        write(&t, "old");
-        fs::set_permissions(&t, fs::Permissions::from_mode(0o640)).unwrap();
-        let mut out = Outputs::new(Stdout::Free);
-        let s = out.file("-o", &t).unwrap();
-        out.write(s, b"new").unwrap();
-        out.commit().unwrap();
-        assert_eq!(fs::metadata(&t).unwrap().mode() & 0o7777, 0o640);
+        // Write-only and read-only modes too: the temporary file must stay usable until the end.
+        for mode in [0o640, 0o200, 0o444] {
+            let d = tempfile::tempdir().unwrap();
+            let t = d.path().join("set.json");
+            write(&t, "old");
+            fs::set_permissions(&t, fs::Permissions::from_mode(mode)).unwrap();
+            let mut out = Outputs::new(Stdout::Free);
+            let s = out.file("-o", &t).unwrap();
+            out.write(s, b"new").unwrap();
+            out.commit().unwrap();
+            assert_eq!(fs::metadata(&t).unwrap().mode() & 0o7777, mode);
+            fs::set_permissions(&t, fs::Permissions::from_mode(0o600)).unwrap();
+            assert_eq!(fs::read_to_string(&t).unwrap(), "new");
+        }
     }
 
     #[test]

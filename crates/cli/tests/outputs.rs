@@ -329,8 +329,9 @@ fn a_killed_run_leaves_its_flushed_rows_and_the_old_file() {
     let args = ["run", &s(&w), "--calibration", "25", "--jobs", &s(&jobs)];
     let (pid, status) = kill_after(&args, Duration::from_millis(2500), libc::SIGKILL);
     assert!(!status.success());
-    // 100 jobs a second, rows flushed every half second: well over 50 rows by now.
+    // 100 jobs a second, flushed every half second: about 200 rows, unless the machine is so
+    // loaded that the thread hardly ran (SCHED_OTHER); the old code had flushed none.
     let rows = rows_left(dir.path(), pid);
-    assert!(rows > 50, "{rows} rows");
+    assert!(rows > 0, "{rows} rows");
     assert_eq!(std::fs::read_to_string(&jobs).unwrap(), "old\n");
 }
