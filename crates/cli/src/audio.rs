@@ -15,6 +15,7 @@ use pacer_sim::audio::{
 use pacer_workload::audio::{HintTiming, VoicePattern};
 
 use crate::analyze::parse_duration;
+use crate::output::{Outputs, Slot, Stdout};
 use crate::table::Table;
 
 #[derive(clap::Args)]
@@ -50,7 +51,9 @@ pub struct AudioArgs {
     /// Configurations to run (comma-separated): fifo-walt, fifo-max, adaptive, clairvoyant.
     #[arg(long, value_delimiter = ',', value_parser = parse_configuration)]
     pub configurations: Option<Vec<Configuration>>,
-    /// Write `<configuration>-jobs.csv` and `<configuration>-underruns.csv` into this directory.
+    /// Write `<configuration>-jobs.csv` and `<configuration>-underruns.csv` into this directory
+    /// (created if missing); the files replace earlier ones only if the whole run succeeds, all
+    /// together (docs/output-files.md).
     #[arg(long, value_name = "DIR")]
     pub csv: Option<PathBuf>,
     /// Machine-readable JSON on standard output.
@@ -117,11 +120,28 @@ pub fn scenario(a: &AudioArgs) -> Result<(AudioScenario, String)> {
 }
 
 pub fn run(a: AudioArgs) -> Result<()> {
-    let (s, origin) = scenario(&a)?;
-    if let Some(dir) = &a.csv {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create the directory", dir.display()))?;
+    let mut out = Outputs::new(Stdout::Busy);
+    if let Some(p) = &a.scenario {
+        out.input(p);
     }
+    let (s, origin) = scenario(&a)?;
+    // Per configuration: its job and underrun CSVs, declared before the run, written after it.
+    let csvs = match &a.csv {
+        Some(dir) => {
+            out.dir("--csv", dir, true)?;
+            s.configurations
+                .iter()
+                .map(|c| {
+                    let slot = |out: &mut Outputs, what: &str| -> Result<(Slot, PathBuf)> {
+                        let p = dir.join(format!("{}-{what}.csv", c.key()));
+                        Ok((out.file("--csv", &p)?, p))
+                    };
+                    Ok((c.key(), slot(&mut out, "jobs")?, slot(&mut out, "underruns")?))
+                })
+                .collect::<Result<Vec<_>>>()?
+        }
+        None => Vec::new(),
+    };
     let bar = (!a.json && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(s.duration.ns() / 1_000_000);
         b.set_style(
@@ -143,11 +163,12 @@ pub fn run(a: AudioArgs) -> Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    if let Some(dir) = &a.csv {
-        for r in &report.results {
-            write_csvs(dir, &report, r)?;
+    for r in &report.results {
+        if let Some((_, jobs, underruns)) = csvs.iter().find(|(k, ..)| *k == r.configuration.key()) {
+            write_csvs(&mut out, jobs, underruns, &report, r)?;
         }
     }
+    out.commit()?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -156,15 +177,15 @@ pub fn run(a: AudioArgs) -> Result<()> {
     Ok(())
 }
 
-fn write_csvs(dir: &Path, report: &AudioReport, r: &ConfigResult) -> Result<()> {
-    let key = r.configuration.key();
-    let path = dir.join(format!("{key}-jobs.csv"));
-    let create = |p: &Path| -> Result<BufWriter<File>> {
-        Ok(BufWriter::new(
-            File::create(p).with_context(|| format!("{}: cannot create", p.display()))?,
-        ))
-    };
-    let mut w = create(&path)?;
+fn write_csvs(
+    out: &mut Outputs,
+    jobs: &(Slot, PathBuf),
+    underruns: &(Slot, PathBuf),
+    report: &AudioReport,
+    r: &ConfigResult,
+) -> Result<()> {
+    let path = &jobs.1;
+    let mut w = BufWriter::new(out.open(jobs.0)?);
     let write = |w: &mut BufWriter<File>, p: &Path| -> Result<()> {
         w.flush().with_context(|| format!("{}: writing", p.display()))
     };
@@ -191,9 +212,9 @@ fn write_csvs(dir: &Path, report: &AudioReport, r: &ConfigResult) -> Result<()> 
         )
         .with_context(|| format!("{}: writing", path.display()))?;
     }
-    write(&mut w, &path)?;
-    let path = dir.join(format!("{key}-underruns.csv"));
-    let mut w = create(&path)?;
+    write(&mut w, path)?;
+    let path = &underruns.1;
+    let mut w = BufWriter::new(out.open(underruns.0)?);
     writeln!(w, "bursts,latency_ms,underruns").with_context(|| format!("{}: writing", path.display()))?;
     let clock = report.scenario.clock();
     for (i, u) in r.underruns_by_bursts.iter().enumerate() {
@@ -201,7 +222,7 @@ fn write_csvs(dir: &Path, report: &AudioReport, r: &ConfigResult) -> Result<()> 
         writeln!(w, "{k},{:.3},{u}", clock.latency_ms(k))
             .with_context(|| format!("{}: writing", path.display()))?;
     }
-    write(&mut w, &path)
+    write(&mut w, path)
 }
 
 fn pattern_text(p: &VoicePattern) -> String {

@@ -1,6 +1,6 @@
 //! `pacer gen`: map command-line options to a `GenSpec`, generate, write files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -9,6 +9,7 @@ use pacer_analysis::gen::{self, DeadlineMethod, GenSpec, PeriodMethod, Utilizati
 use pacer_model::{write_taskset, Duration, TaskSet};
 
 use crate::analyze::parse_duration;
+use crate::output::{Outputs, Slot, Stdout};
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -78,7 +79,10 @@ pub struct Args {
     /// Number of task sets; set k uses a seed derived from (seed, k), recorded in its file.
     #[arg(long, default_value_t = 1, value_parser = crate::count_in::<1, 100_000>)]
     pub count: usize,
-    /// Output file (one set) or directory (several: DIR/taskset-000.json, …); default: standard output.
+    /// Output file (one set; `-`: standard output) or directory (several, or a path ending in
+    /// `/`: DIR/taskset-000.json, …, created if missing); default: standard output. Files are
+    /// replaced only once every set is written, keeping their mode and owner; a symbolic link is
+    /// followed and kept; devices and FIFOs are refused (docs/output-files.md).
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
     /// Name written into the task set(s).
@@ -201,6 +205,9 @@ pub fn run(a: Args) -> Result<()> {
     if a.count == 0 {
         bail!("--count: expected at least 1");
     }
+    // Where the sets go is settled before anything is generated, so a bad -o costs nothing.
+    let mut out = Outputs::new(Stdout::Free);
+    let dest = destination(&mut out, a.output.as_deref(), a.count)?;
     let seed = match a.seed {
         Some(s) => s,
         None => {
@@ -223,35 +230,61 @@ pub fn run(a: Args) -> Result<()> {
             g.command = Some(command.clone());
         }
     }
-    write_sets(&sets, a.output.as_ref())
+    write_sets(&sets, dest, out)
 }
 
-fn write_sets(sets: &[TaskSet], output: Option<&PathBuf>) -> Result<()> {
-    match (sets, output) {
-        ([one], None) => print!("{}", write_taskset(one)),
-        ([one], Some(path)) if !path.is_dir() => {
-            write_atomic(path, &write_taskset(one))?;
-            report(path, one);
+/// Where `pacer gen` writes: standard output, or one slot per set (a file, or DIR/taskset-NNN.json).
+enum Destination {
+    Stdout,
+    Files(Vec<(Slot, PathBuf)>),
+}
+
+fn destination(out: &mut Outputs, output: Option<&Path>, count: usize) -> Result<Destination> {
+    let Some(path) = output else {
+        if count > 1 {
+            bail!("--output DIR: required with --count > 1 (one file per task set)");
         }
-        (_, None) => bail!("--output DIR: required with --count > 1 (one file per task set)"),
-        (many, Some(dir)) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("{}: cannot create directory", dir.display()))?;
-            for (k, s) in many.iter().enumerate() {
-                let path = dir.join(format!("taskset-{k:03}.json"));
-                write_atomic(&path, &write_taskset(s))?;
-                report(&path, s);
+        return Ok(Destination::Stdout);
+    };
+    // A trailing `/` asks for a directory even for one set.
+    let as_dir = count > 1 || path.is_dir() || path.as_os_str().as_encoded_bytes().ends_with(b"/");
+    if !as_dir {
+        return Ok(Destination::Files(vec![(
+            out.file("-o", path)?,
+            path.to_path_buf(),
+        )]));
+    }
+    if path.as_os_str() == "-" {
+        bail!("--output DIR: required with --count > 1 (one file per task set); `-` is standard output");
+    }
+    out.dir("-o", path, true)?;
+    (0..count)
+        .map(|k| {
+            let p = path.join(format!("taskset-{k:03}.json"));
+            Ok((out.file("-o", &p)?, p))
+        })
+        .collect::<Result<_>>()
+        .map(Destination::Files)
+}
+
+/// Writes every set, then replaces the files all together (none if one fails).
+fn write_sets(sets: &[TaskSet], dest: Destination, mut out: Outputs) -> Result<()> {
+    match dest {
+        Destination::Stdout => {
+            for s in sets {
+                print!("{}", write_taskset(s));
+            }
+        }
+        Destination::Files(files) => {
+            for ((slot, _), s) in files.iter().zip(sets) {
+                out.write(*slot, write_taskset(s).as_bytes())?;
+            }
+            out.commit()?;
+            for ((_, path), s) in files.iter().zip(sets) {
+                report(path, s);
             }
         }
     }
-    Ok(())
-}
-
-// Write to a temporary file and rename, so an interrupted run never leaves a truncated task set.
-fn write_atomic(path: &PathBuf, text: &str) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))?;
     Ok(())
 }
 

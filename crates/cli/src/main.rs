@@ -11,6 +11,7 @@ mod demo;
 mod doctor;
 mod exec;
 mod gen;
+mod output;
 mod period;
 mod run;
 mod sim;

@@ -15,6 +15,7 @@ use pacer_model::Duration;
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
+use crate::output::{Outputs, Slot, Stdout};
 use crate::table::Table;
 
 #[derive(clap::Args)]
@@ -68,7 +69,8 @@ pub struct Args {
     #[arg(long, value_parser = parse_duration)]
     pub window: Option<Duration>,
     /// Write the spectrum |S(f)| of each file's selected wake-ups as CSV `freq_hz,amplitude`
-    /// (with several files, `NAME-1.csv`, `NAME-2.csv`, … in file order).
+    /// (with several files, `NAME-1.csv`, `NAME-2.csv`, … in file order). Written only if every
+    /// file is analysed, all together; an input or a device is refused (docs/output-files.md).
     #[arg(long)]
     pub spectrum: Option<PathBuf>,
     /// The paper's heuristic alone: no octave check, refinement or significance test.
@@ -197,8 +199,22 @@ pub fn run(args: Args) -> Result<()> {
         event: args.event.into(),
     };
 
+    let mut out = Outputs::new(Stdout::Busy);
+    for f in &args.files {
+        out.input(f);
+    }
+    let spectra = match &args.spectrum {
+        Some(sp) => (0..args.files.len())
+            .map(|i| {
+                let p = spectrum_path(sp, i, args.files.len());
+                Ok((out.file("--spectrum", &p)?, p))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
+
     // Everything is read and analysed before anything is printed, so that an error in the last
-    // file does not leave a partial report behind.
+    // file does not leave a partial report behind (nor, through `out`, any spectrum file).
     let mut reports = Vec::with_capacity(args.files.len());
     for (i, path) in args.files.iter().enumerate() {
         let trace = read_trace(path, args.format.into(), &filter)?;
@@ -214,11 +230,10 @@ pub fn run(args: Args) -> Result<()> {
             }
             None => (None, Vec::new()),
         };
-        let spectrum_csv = match &args.spectrum {
-            Some(out) => {
-                let out = spectrum_path(out, i, args.files.len());
-                write_spectrum(&out, &trace.timestamps_ns, &cfg)?;
-                Some(out.display().to_string())
+        let spectrum_csv = match spectra.get(i) {
+            Some((slot, p)) => {
+                write_spectrum(&mut out, *slot, p, &trace.timestamps_ns, &cfg)?;
+                Some(p.display().to_string())
             }
             None => None,
         };
@@ -236,6 +251,7 @@ pub fn run(args: Args) -> Result<()> {
         });
     }
 
+    out.commit()?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.json {
@@ -391,10 +407,9 @@ fn spectrum_path(out: &Path, index: usize, files: usize) -> PathBuf {
     out.with_file_name(name)
 }
 
-fn write_spectrum(path: &Path, ts: &[u64], cfg: &PeriodConfig) -> Result<()> {
+fn write_spectrum(out: &mut Outputs, slot: Slot, path: &Path, ts: &[u64], cfg: &PeriodConfig) -> Result<()> {
     let spectrum = period::spectrum(ts, cfg)?;
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = BufWriter::new(file);
+    let mut w = BufWriter::new(out.open(slot)?);
     let write = |w: &mut BufWriter<File>| -> std::io::Result<()> {
         writeln!(w, "freq_hz,amplitude")?;
         for (f, a) in spectrum.iter() {

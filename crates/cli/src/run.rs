@@ -16,6 +16,7 @@ use pacer_workload::jobs::{render_text_labelled, JobCsv, JobRecord, Summary, Sum
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
+use crate::output::{FlushClock, Outputs, Stdout};
 use crate::sim::{read_input, warn_ignored, Input};
 
 #[derive(clap::Args)]
@@ -39,11 +40,14 @@ pub struct Args {
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md, the schema of
-    /// `pacer sim --jobs`).
+    /// `pacer sim --jobs`). Rows stream to `.NAME.pacer-tmp-PID` beside the file (flushed every
+    /// half second, so a killed run leaves them there), which replaces it only if the run
+    /// succeeds; Ctrl-C, SIGTERM and SIGHUP end a run normally, so its files are written
+    /// (docs/output-files.md).
     #[arg(long)]
     pub jobs: Option<PathBuf>,
     /// Write rt-app-compatible per-thread logs (`<name>-<idx>.log`, rt-app's columns) into this
-    /// existing directory.
+    /// existing directory; like --jobs, they replace earlier logs only if the run succeeds.
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
     /// Seed of the execution-time draws; the per-thread streams are those of `pacer sim --seed`,
@@ -61,14 +65,16 @@ pub struct Args {
 }
 
 /// Where the executor's records go: the summary, the CSV, the logs, the progress bar.
-struct Outputs {
+struct Sinks {
     summary: Summary,
     csv: Option<JobCsv<BufWriter<File>>>,
     logs: Option<RtAppLogs>,
     bar: Option<indicatif::ProgressBar>,
+    /// Paces the flushes that put the rows in the (temporary) files while the run goes on.
+    flush: FlushClock,
 }
 
-impl executor::Sink for Outputs {
+impl executor::Sink for Sinks {
     fn job(&mut self, r: &JobRecord) -> io::Result<()> {
         self.summary.add(r);
         if let Some(csv) = &mut self.csv {
@@ -90,6 +96,16 @@ impl executor::Sink for Outputs {
     fn progress(&mut self, elapsed_ns: u64) {
         if let Some(b) = &self.bar {
             b.set_position(elapsed_ns / 1_000_000);
+        }
+        if self.flush.due() {
+            // Errors are kept: the CSV's stops the run at its next row, the logs' comes back
+            // from `finish`.
+            if let Some(csv) = &mut self.csv {
+                let _ = csv.flush();
+            }
+            if let Some(logs) = &mut self.logs {
+                let _ = logs.flush();
+            }
         }
     }
 }
@@ -128,6 +144,14 @@ fn stop_text(s: StopReason) -> String {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let mut files = Outputs::new(Stdout::Busy);
+    files.input(&a.file);
+    let jobs = a.jobs.as_deref().map(|p| files.file("--jobs", p)).transpose()?;
+    let log_dir = a
+        .log_dir
+        .as_deref()
+        .map(|d| files.dir("--log-dir", d, false).map(|_| d))
+        .transpose()?;
     let workload = match read_input(&a.file)? {
         Input::RtApp(w) => w,
         Input::TaskSet(_) => bail!(
@@ -150,16 +174,31 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--duration: expected a run time > 0");
     }
     let names: Vec<String> = workload.threads.iter().map(|t| t.name.clone()).collect();
-    // Outputs are opened before the run, so a bad path fails before anything runs.
-    let csv = match &a.jobs {
-        Some(p) => Some(JobCsv::new(
-            BufWriter::new(File::create(p).with_context(|| format!("{}: cannot create", p.display()))?),
-            names.clone(),
-        )),
+    // Outputs are opened before the run, so a bad path fails before anything runs; they are
+    // temporary files until the run has succeeded.
+    let log_slots = match log_dir {
+        Some(d) => names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let p = executor::log::log_path(d, n, i);
+                Ok((files.file("--log-dir", &p)?, p))
+            })
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
+    let csv = match jobs {
+        Some(s) => Some(JobCsv::new(BufWriter::new(files.open(s)?), names.clone())),
         None => None,
     };
-    let logs = match &a.log_dir {
-        Some(d) => Some(RtAppLogs::create(d, &names).with_context(|| format!("--log-dir {}", d.display()))?),
+    let logs = match log_dir {
+        Some(d) => {
+            let opened = log_slots
+                .into_iter()
+                .map(|(s, p)| Ok((p, files.open(s)?)))
+                .collect::<Result<Vec<_>>>()?;
+            Some(RtAppLogs::from_files(opened).with_context(|| format!("--log-dir {}", d.display()))?)
+        }
         None => None,
     };
     let bar = (interactive && std::io::stderr().is_terminal()).then(|| match duration {
@@ -180,11 +219,12 @@ pub fn run(a: Args) -> Result<()> {
             b
         }
     });
-    let mut out = Outputs {
+    let mut out = Sinks {
         summary: Summary::new(names.len()),
         csv,
         logs,
         bar,
+        flush: FlushClock::new(),
     };
     let cfg = RunConfig {
         duration,
@@ -213,6 +253,7 @@ pub fn run(a: Args) -> Result<()> {
     let summary = out
         .summary
         .report(&report.names, &report.counters, report.horizon_ns, report.cpus);
+    files.commit()?;
     print_results(&a, &workload.ignored, report, &summary)
 }
 

@@ -14,12 +14,13 @@ use pacer_model::{Duration, Reservation, TaskSet};
 use pacer_sim::output::csv::JobCsv;
 use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
-use pacer_sim::record::Fanout;
+use pacer_sim::record::{Fanout, JobRecord};
 use pacer_sim::{Observer, Sim, SimConfig};
 use pacer_workload::{ExecModel, Policy, TaskPolicy, Workload};
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
+use crate::output::{FlushClock, Outputs, Stdout};
 
 #[derive(clap::Args)]
 #[command(
@@ -89,10 +90,13 @@ pub struct Args {
     /// measured machine runs calibrated work (estimated by `pacer compare` too).
     #[arg(long, default_value_t = 1.0, value_name = "F")]
     pub work_scale: f64,
-    /// Write one CSV row per finished job here (docs/formats/jobs-csv.md).
+    /// Write one CSV row per finished job here (docs/formats/jobs-csv.md). Rows stream to
+    /// `.NAME.pacer-tmp-PID` beside the file, which replaces it only if the simulation succeeds;
+    /// the input, the other output, devices and FIFOs are refused (docs/output-files.md).
     #[arg(long)]
     pub jobs: Option<PathBuf>,
-    /// Write a Chrome trace-event JSON trace here (loads in ui.perfetto.dev and chrome://tracing).
+    /// Write a Chrome trace-event JSON trace here (loads in ui.perfetto.dev and chrome://tracing);
+    /// replaced only if the simulation succeeds, as --jobs.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Machine-readable JSON summary on standard output.
@@ -422,8 +426,17 @@ pub fn run(mut a: Args) -> Result<()> {
     let Some(file) = &a.file else {
         bail!("expected a task-set or rt-app file (or `pacer sim audio`)");
     };
+    let mut out = Outputs::new(Stdout::Busy);
+    out.input(file);
+    let jobs = a.jobs.as_deref().map(|p| out.file("--jobs", p)).transpose()?;
+    let trace = a.trace.as_deref().map(|p| out.file("--trace", p)).transpose()?;
     let input = read_input(file)?;
-    let (report, info) = simulate(&a, input, !a.json)?;
+    let files = Files {
+        jobs: jobs.map(|s| out.open(s)).transpose()?,
+        trace: trace.map(|s| out.open(s)).transpose()?,
+    };
+    let (report, info) = simulate(&a, input, !a.json, files)?;
+    out.commit()?;
     if a.json {
         println!(
             "{}",
@@ -455,8 +468,49 @@ pub fn run(mut a: Args) -> Result<()> {
     Ok(())
 }
 
+/// Where `simulate` streams the job rows (`--jobs`) and the trace (`--trace`): files opened by
+/// [`Outputs`], which the caller commits once the simulation has succeeded.
+#[derive(Default)]
+pub(crate) struct Files {
+    pub jobs: Option<File>,
+    pub trace: Option<File>,
+}
+
+/// The job CSV as an observer that pushes its rows to the file every [`FlushClock`] interval, so
+/// that a simulation killed by SIGKILL leaves them in the temporary file.
+struct PacedCsv {
+    csv: JobCsv<BufWriter<File>>,
+    clock: FlushClock,
+    rows: u32,
+}
+
+impl PacedCsv {
+    fn tick(&mut self) {
+        // An error is kept by the CSV writer and reported by `finish`.
+        if self.clock.due() {
+            let _ = self.csv.flush();
+        }
+    }
+}
+
+impl Observer for PacedCsv {
+    fn job(&mut self, r: &JobRecord) {
+        self.csv.write(r);
+        // Reading the clock every 64 rows costs nothing measurable next to formatting them.
+        self.rows = self.rows.wrapping_add(1);
+        if self.rows.is_multiple_of(64) {
+            self.tick();
+        }
+    }
+}
+
 /// Runs one simulation; `interactive` enables warnings and the progress bar on standard error.
-pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(SummaryReport, RunInfo)> {
+pub(crate) fn simulate(
+    a: &Args,
+    input: Input,
+    interactive: bool,
+    files: Files,
+) -> Result<(SummaryReport, RunInfo)> {
     let m = a.cpus as usize;
     let (workload, policy_label) = match input {
         Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.policy().to_string())),
@@ -512,21 +566,14 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
     let names = sim.thread_names();
 
     let mut summary = Summary::new(names.len());
-    let mut csv = match &a.jobs {
-        Some(p) => Some(JobCsv::new(
-            BufWriter::new(File::create(p).with_context(|| format!("{}: cannot create", p.display()))?),
-            names.clone(),
-        )),
-        None => None,
-    };
-    let mut trace = match &a.trace {
-        Some(p) => Some(ChromeTrace::new(
-            BufWriter::new(File::create(p).with_context(|| format!("{}: cannot create", p.display()))?),
-            names.clone(),
-            a.cpus,
-        )),
-        None => None,
-    };
+    let mut csv = files.jobs.map(|f| PacedCsv {
+        csv: JobCsv::new(BufWriter::new(f), names.clone()),
+        clock: FlushClock::new(),
+        rows: 0,
+    });
+    let mut trace = files
+        .trace
+        .map(|f| ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus));
 
     let bar = (interactive && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(horizon / 1_000_000);
@@ -551,6 +598,9 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
             observers.push(t);
         }
         sim.run_until(until, &mut Fanout(observers));
+        if let Some(c) = csv.as_mut() {
+            c.tick();
+        }
         if let Some(b) = &bar {
             b.set_position(until / 1_000_000);
         }
@@ -560,7 +610,8 @@ pub(crate) fn simulate(a: &Args, input: Input, interactive: bool) -> Result<(Sum
         b.finish_and_clear();
     }
     if let (Some(c), Some(p)) = (csv, &a.jobs) {
-        c.finish()
+        c.csv
+            .finish()
             .with_context(|| format!("{}: writing job records", p.display()))?;
     }
     if let (Some(t), Some(p)) = (trace, &a.trace) {

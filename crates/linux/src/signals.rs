@@ -5,11 +5,18 @@
 //! The signals are blocked in the calling thread (and so in threads it creates later), and read
 //! from a signalfd. A child started with [`spawn_unblocked`] gets the default mask back before
 //! `exec`, because a blocked mask survives `exec` and would make the program deaf to Ctrl-C.
+//!
+//! Commands that do not poll signals get the opposite service from [`remove_on_termination`]:
+//! the signal still kills them, but the temporary files they registered go first.
 
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command};
+use std::sync::{Mutex, Once, TryLockError};
 
 use crate::sched::LinuxError;
 
@@ -98,6 +105,87 @@ pub fn spawn_unblocked(cmd: &mut Command) -> io::Result<Child> {
         });
     }
     cmd.spawn()
+}
+
+/// Paths to remove if a termination signal kills the process: `(path, is a directory)`.
+static DOOMED: Mutex<Vec<(CString, bool)>> = Mutex::new(Vec::new());
+static CLEANUP_HANDLER: Once = Once::new();
+
+/// Removes `path` (unlink, or rmdir when `dir`) if SIGINT, SIGTERM or SIGHUP kills the process
+/// before [`keep_on_termination`] is called for it, so that an interrupted command leaves none of
+/// its temporary files behind. The signal keeps its effect: after the clean-up the process dies
+/// of it as it would have without the handler.
+///
+/// The handler is installed on first use, and only over the default action: a signal the
+/// process ignores (`nohup`) or handles otherwise is left alone, and signals blocked and read
+/// from a [`SignalFd`] (`pacer run`, `pacer exec`) never reach it. Paths are removed newest
+/// first, so files go before the directories registered before them.
+pub fn remove_on_termination(path: &Path, dir: bool) {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return;
+    };
+    CLEANUP_HANDLER.call_once(install_cleanup_handler);
+    doomed().push((c, dir));
+}
+
+/// Forgets a path given to [`remove_on_termination`] (it was renamed into place or removed).
+pub fn keep_on_termination(path: &Path) {
+    let bytes = path.as_os_str().as_bytes();
+    let mut list = doomed();
+    if let Some(i) = list.iter().rposition(|(p, _)| p.as_bytes() == bytes) {
+        list.remove(i);
+    }
+}
+
+fn doomed() -> std::sync::MutexGuard<'static, Vec<(CString, bool)>> {
+    DOOMED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn install_cleanup_handler() {
+    for sig in TERMINATING {
+        // SAFETY: sigaction with a NULL new action only reads the current one into `old`, and
+        // the handler installed is async-signal-safe (see `remove_doomed`).
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = remove_doomed as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn remove_doomed(sig: libc::c_int) {
+    // try_lock, never lock: the interrupted thread may hold the list (then nothing is removed,
+    // rather than a deadlock). Reading the list, unlink, rmdir and raise allocate nothing and
+    // are async-signal-safe.
+    let list = match DOOMED.try_lock() {
+        Ok(l) => Some(l),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    };
+    if let Some(list) = list {
+        for (path, dir) in list.iter().rev() {
+            // SAFETY: `path` is a live NUL-terminated string.
+            unsafe {
+                if *dir {
+                    libc::rmdir(path.as_ptr());
+                } else {
+                    libc::unlink(path.as_ptr());
+                }
+            }
+        }
+    }
+    // SA_RESETHAND put the default action back; the signal is blocked while this handler runs,
+    // so the process dies of it as soon as the handler returns.
+    // SAFETY: raise is async-signal-safe.
+    unsafe {
+        libc::raise(sig);
+    }
 }
 
 /// Waits until one of `fds` is readable or `timeout_ns` passes; returns which are readable.

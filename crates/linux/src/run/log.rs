@@ -114,12 +114,33 @@ impl RtAppLogs {
             let path = log_path(dir, name, i);
             let f = File::create(&path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            files.push((path, f));
+        }
+        RtAppLogs::from_files(files)
+    }
+
+    /// Writes the logs into files the caller opened, one per thread in thread order (`pacer run`
+    /// writes temporary files it renames into place after the run); each path names its file in
+    /// error messages. Writes the headers.
+    pub fn from_files(files: Vec<(PathBuf, File)>) -> io::Result<RtAppLogs> {
+        let mut out = Vec::with_capacity(files.len());
+        for (path, f) in files {
             let mut w = BufWriter::new(f);
             writeln!(w, "{}", header())
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            files.push((path, w));
+            out.push((path, w));
         }
-        Ok(RtAppLogs { files })
+        Ok(RtAppLogs { files: out })
+    }
+
+    /// Pushes the buffered rows to the files, so a killed run loses only the rows written since;
+    /// the first error names its file.
+    pub fn flush(&mut self) -> io::Result<()> {
+        for (path, w) in &mut self.files {
+            w.flush()
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        }
+        Ok(())
     }
 
     /// Appends a row to thread `thread`'s log.

@@ -118,6 +118,18 @@ impl<W: Write> JobCsv<W> {
         self.error.as_ref()
     }
 
+    /// Pushes the buffered rows to the writer and flushes it, so that a process killed later
+    /// loses only the rows written after this call. An error is kept: further rows are dropped
+    /// and [`JobCsv::finish`] reports it.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if let Some(e) = &self.error {
+            return Err(io::Error::new(e.kind(), e.to_string()));
+        }
+        self.out.flush().inspect_err(|e| {
+            self.error = Some(io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
     /// Flushes the buffered rows and returns the writer, or the first I/O error met while writing
     /// (in which case the output is incomplete).
     pub fn finish(mut self) -> io::Result<W> {
@@ -391,6 +403,27 @@ mod tests {
 
     fn read_str(text: &str) -> Result<Vec<JobRow>, ReadError> {
         JobReader::new(text.as_bytes(), "jobs.csv")?.collect()
+    }
+
+    #[test]
+    fn flush_pushes_buffered_rows_to_the_writer() {
+        #[derive(Clone, Default)]
+        struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+                self.0.borrow_mut().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Shared::default();
+        let mut csv = JobCsv::new(sink.clone(), vec!["a".into()]);
+        csv.write(&rec(0, 0, 0, 5_000_000));
+        assert!(sink.0.borrow().is_empty(), "rows wait in the buffer");
+        csv.flush().unwrap();
+        assert_eq!(String::from_utf8_lossy(&sink.0.borrow()).lines().count(), 2);
     }
 
     #[test]
