@@ -838,7 +838,7 @@ fn claims() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
 
 /// What a partitioning must undo, as kept on disk for after a SIGKILL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct SavedState {
+pub(crate) struct SavedState {
     boot_id: String,
     pid: u32,
     /// Process start time (ticks since boot): tells a recycled pid from the owner.
@@ -850,7 +850,7 @@ struct SavedState {
 }
 
 impl SavedState {
-    fn render(&self) -> Option<String> {
+    pub(crate) fn render(&self) -> Option<String> {
         let root = self.root.to_str().filter(|r| !r.contains('\n'))?;
         let mut s = format!(
             "{STATE_MAGIC}\nboot_id {}\npid {}\nstarttime {}\nversion {}\nroot {root}\n",
@@ -865,7 +865,7 @@ impl SavedState {
         Some(s)
     }
 
-    fn parse(text: &str) -> Option<SavedState> {
+    pub(crate) fn parse(text: &str) -> Option<SavedState> {
         let mut lines = text.lines();
         if lines.next()? != STATE_MAGIC {
             return None;

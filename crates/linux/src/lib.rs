@@ -22,6 +22,8 @@ pub mod audit;
 pub mod control;
 pub mod cpufreq;
 pub mod cpuset;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guardian;
 pub mod kernel;
 pub mod ledger;

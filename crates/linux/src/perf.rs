@@ -323,7 +323,7 @@ fn scale(value: u64, enabled: u64, running: u64) -> u64 {
 }
 
 /// Decodes a group read: `nr, time_enabled, time_running, {value, id} × nr`.
-fn parse_group_read(buf: &[u64], cs_id: u64, mig_id: u64) -> Result<SwitchCounts, String> {
+pub(crate) fn parse_group_read(buf: &[u64], cs_id: u64, mig_id: u64) -> Result<SwitchCounts, String> {
     let (&nr, rest) = buf.split_first().ok_or("empty read")?;
     let [enabled, running, values @ ..] = rest else {
         return Err(format!("read of {} words has no time fields", buf.len()));

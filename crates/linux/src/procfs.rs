@@ -114,7 +114,7 @@ impl ProcFs {
 }
 
 /// The first field of a schedstat line ("run_ns wait_ns timeslices"); `None` when malformed.
-fn parse_schedstat(text: &str) -> Option<u64> {
+pub(crate) fn parse_schedstat(text: &str) -> Option<u64> {
     let mut fields = text.split_ascii_whitespace();
     let run = fields.next()?.parse::<u64>().ok()?;
     // A real schedstat always has three fields; fewer means this is not a schedstat file.

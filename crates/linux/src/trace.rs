@@ -252,7 +252,7 @@ fn mount_tracefs(target: &str) -> Result<(), TraceError> {
 
 /// Layout facts about `sched_wakeup` needed to decode a raw record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct WakeupFormat {
+pub(crate) struct WakeupFormat {
     id: u64,
     /// Offset of the 4-byte `pid` field (the woken thread) in the raw entry.
     pid_offset: usize,
@@ -263,7 +263,7 @@ struct WakeupFormat {
 
 /// Layout facts about `hrtimer_start` needed to decode a raw record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct TimerFormat {
+pub(crate) struct TimerFormat {
     id: u64,
     /// Offset of the 4-byte `common_pid` field (the thread that set the timer).
     pid_offset: usize,
@@ -277,7 +277,7 @@ struct TimerFormat {
     functions: Vec<u64>,
 }
 
-fn parse_timer_format(id: &str, format: &str, functions: Vec<u64>) -> Result<TimerFormat, String> {
+pub(crate) fn parse_timer_format(id: &str, format: &str, functions: Vec<u64>) -> Result<TimerFormat, String> {
     let id = id
         .trim()
         .parse()
@@ -308,7 +308,7 @@ fn parse_timer_format(id: &str, format: &str, functions: Vec<u64>) -> Result<Tim
 /// `/proc/kallsyms` has some 10⁵ lines, and pacer often reads it while the load it is there to
 /// tame leaves it a few percent of a CPU: only lines that end in one of the four names are split
 /// into fields, the rest cost a newline search and four suffix compares.
-fn activating_timer_addresses(kallsyms: &str) -> Vec<u64> {
+pub(crate) fn activating_timer_addresses(kallsyms: &str) -> Vec<u64> {
     let mut out: Vec<u64> = kallsyms
         .split('\n')
         .filter(|line| ACTIVATING_TIMERS.iter().any(|n| line.ends_with(n)))
@@ -381,7 +381,7 @@ fn field_offset(format: &str, field: &str) -> Option<(usize, usize)> {
     None
 }
 
-fn parse_wakeup_format(id: &str, format: &str) -> Result<WakeupFormat, TraceError> {
+pub(crate) fn parse_wakeup_format(id: &str, format: &str) -> Result<WakeupFormat, TraceError> {
     let id = id
         .trim()
         .parse()
@@ -489,7 +489,7 @@ fn u16_at(b: &[u8], off: usize) -> Option<u16> {
 /// Decodes one ring-buffer page as read from `trace_pipe_raw`, calling `on_event(time, payload)`
 /// for each data event; returns the number of events the kernel reports lost before this page
 /// (1 when it only says "some"). Malformed input ends the page early, never panics.
-fn parse_page(page: &[u8], mut on_event: impl FnMut(u64, &[u8])) -> u64 {
+pub(crate) fn parse_page(page: &[u8], mut on_event: impl FnMut(u64, &[u8])) -> u64 {
     let (Some(mut ts), Some(commit)) = (u64_at(page, 0), u64_at(page, 8)) else {
         return 0;
     };
@@ -852,31 +852,7 @@ impl WakeupTracer {
                         return Err(TraceError::io(format!("reading cpu {cpu} ring"), e));
                     }
                 };
-                *lost += parse_page(&page[..n], |time, payload| {
-                    let id = u16_at(payload, 0).map(u64::from);
-                    if let Some(tf) = timer_format.as_ref().filter(|tf| Some(tf.id) == id) {
-                        if let Some((pid, w)) = decode_timer_set(tf, time, payload) {
-                            if tids.contains(&pid) {
-                                pending.entry(pid).or_default().push(w);
-                            }
-                        }
-                        return;
-                    }
-                    if id != Some(format.id) {
-                        return;
-                    }
-                    let Some(pid) = u32_at(payload, format.pid_offset) else {
-                        return;
-                    };
-                    // An event may race a filter change: keep only currently traced TIDs.
-                    if tids.contains(&pid) {
-                        let timer = format
-                            .flags_offset
-                            .and_then(|o| payload.get(o))
-                            .is_some_and(|&f| f & TRACE_FLAG_HARDIRQ != 0);
-                        pending.entry(pid).or_default().push(Wakeup::woken(time, timer));
-                    }
-                });
+                collect_page(&page[..n], format, timer_format.as_ref(), tids, pending, lost);
             }
         }
         Ok(())
@@ -922,6 +898,58 @@ impl Drop for WakeupTracer {
     }
 }
 
+/// Decodes one page read from a ring into `pending` ([`decode_event`]) and adds the events the
+/// kernel reports lost before it to `lost`. The count is the kernel's word in the page:
+/// saturating, so a corrupt page cannot overflow it.
+pub(crate) fn collect_page(
+    page: &[u8],
+    format: &WakeupFormat,
+    timer_format: Option<&TimerFormat>,
+    tids: &BTreeSet<Tid>,
+    pending: &mut HashMap<Tid, Vec<Wakeup>>,
+    lost: &mut u64,
+) {
+    let missed = parse_page(page, |time, payload| {
+        decode_event(format, timer_format, tids, pending, time, payload)
+    });
+    *lost = lost.saturating_add(missed);
+}
+
+/// Sorts one raw record of a page into `pending`: a wake-up of a traced thread (marked when
+/// recorded in hard-interrupt context), a timer a traced thread set, or nothing.
+fn decode_event(
+    format: &WakeupFormat,
+    timer_format: Option<&TimerFormat>,
+    tids: &BTreeSet<Tid>,
+    pending: &mut HashMap<Tid, Vec<Wakeup>>,
+    time: u64,
+    payload: &[u8],
+) {
+    let id = u16_at(payload, 0).map(u64::from);
+    if let Some(tf) = timer_format.filter(|tf| Some(tf.id) == id) {
+        if let Some((pid, w)) = decode_timer_set(tf, time, payload) {
+            if tids.contains(&pid) {
+                pending.entry(pid).or_default().push(w);
+            }
+        }
+        return;
+    }
+    if id != Some(format.id) {
+        return;
+    }
+    let Some(pid) = u32_at(payload, format.pid_offset) else {
+        return;
+    };
+    // An event may race a filter change: keep only currently traced TIDs.
+    if tids.contains(&pid) {
+        let timer = format
+            .flags_offset
+            .and_then(|o| payload.get(o))
+            .is_some_and(|&f| f & TRACE_FLAG_HARDIRQ != 0);
+        pending.entry(pid).or_default().push(Wakeup::woken(time, timer));
+    }
+}
+
 /// A timer-set record of `hrtimer_start`: the thread that set it and an [`Origin::TimerSet`],
 /// or `None` for a timer that does not activate a thread, or an expiry in another clock.
 fn decode_timer_set(tf: &TimerFormat, time: u64, payload: &[u8]) -> Option<(Tid, Wakeup)> {
@@ -935,7 +963,7 @@ fn decode_timer_set(tf: &TimerFormat, time: u64, payload: &[u8]) -> Option<(Tid,
     }
     let expiry = i64::from_ne_bytes(
         payload
-            .get(tf.expiry_offset..tf.expiry_offset + 8)?
+            .get(tf.expiry_offset..tf.expiry_offset.checked_add(8)?)?
             .try_into()
             .ok()?,
     );
@@ -1176,6 +1204,42 @@ ffffffffc0001000 t hrtimer_wakeup\t[some_module]
             &record_mode(42, 0xffffffff8142cab0, 5_001_000_000, 0x0b)
         )
         .is_none());
+    }
+
+    // Found by the fuzz harness (tracefs_pages): a `format` file giving softexpires an offset
+    // near usize::MAX overflowed `offset + 8` when a record of an activating timer came.
+    #[test]
+    fn fuzz_regression_expiry_offset_at_the_end_of_usize() {
+        let mut p = vec![0u8; 48];
+        p[4..8].copy_from_slice(&42u32.to_ne_bytes());
+        p[16..24].copy_from_slice(&0xffffffff8142cab0u64.to_ne_bytes());
+        p[32..40].copy_from_slice(&5_000_000_000i64.to_ne_bytes());
+        for offset in [usize::MAX - 7, usize::MAX - 3, usize::MAX] {
+            let tf = TimerFormat {
+                id: 460,
+                pid_offset: 4,
+                function_offset: 16,
+                expiry_offset: offset,
+                mode_offset: 40,
+                functions: vec![0xffffffff8142cab0],
+            };
+            assert!(decode_timer_set(&tf, 5_000_000_000, &p).is_none());
+        }
+    }
+
+    // Found by the fuzz harness (tracefs_pages): pages whose commit word says "events lost,
+    // count stored" with a huge count overflowed the tracer's running total.
+    #[test]
+    fn fuzz_regression_lost_counts_saturate() {
+        let format = parse_wakeup_format("374", FORMAT).unwrap();
+        let tids: BTreeSet<Tid> = [7].into_iter().collect();
+        let (mut pending, mut lost) = (HashMap::new(), 0u64);
+        let p = page(RB_MISSED_EVENTS | RB_MISSED_STORED, Some(u64::MAX - 1));
+        for _ in 0..2 {
+            collect_page(&p, &format, None, &tids, &mut pending, &mut lost);
+        }
+        assert_eq!(lost, u64::MAX);
+        assert_eq!(pending[&7].len(), 2, "the events of the pages are still decoded");
     }
 
     fn monotonic_now() -> libc::timespec {

@@ -226,13 +226,15 @@ impl FromStr for Duration {
         };
         let mut total = int.checked_mul(scale).ok_or_else(overflow)?;
         // Exact decimal arithmetic: each fractional digit is worth scale/10^k nanoseconds.
+        // `place` is that worth before the digit (a power of ten, reaching 0 past the
+        // nanosecond): a non-zero digit below 10 ns per unit is a fraction of a nanosecond.
         let mut place = scale;
         for d in frac_part.bytes().map(|b| u64::from(b - b'0')) {
             if d == 0 {
                 place /= 10;
                 continue;
             }
-            if place % 10 != 0 {
+            if place < 10 {
                 return Err(DurationParseError::Fractional(text.to_string()));
             }
             place /= 10;
@@ -353,6 +355,21 @@ mod tests {
             Err(DurationParseError::Overflow(_))
         ));
         assert!(matches!("".parse::<Duration>(), Err(DurationParseError::Empty)));
+    }
+
+    // Found by the fuzz harness (duration_text): a non-zero digit after more zeros than the
+    // unit has nanosecond digits was dropped (`.00000001` read as 0 ns, `1.01ns` as 1 ns).
+    #[test]
+    fn fuzz_regression_sub_nanosecond_digit_after_zeros() {
+        for text in [".00000001", "1.01ns", "1.0001ns", "1.00001us", "2.0000000001s"] {
+            assert!(
+                matches!(text.parse::<Duration>(), Err(DurationParseError::Fractional(_))),
+                "{text}: {:?}",
+                text.parse::<Duration>()
+            );
+        }
+        assert_eq!("1.000000000000s".parse::<Duration>(), Ok(Duration::from_secs(1)));
+        assert_eq!("1.00ns".parse::<Duration>(), Ok(Duration(1)));
     }
 
     #[test]

@@ -50,6 +50,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod build;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 
 /// Something a test needs from the machine. [`require`] checks it for real.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -59,9 +59,12 @@ pub fn parse_rtapp(text: &str, file: &str) -> Result<Workload, RtAppError> {
     p.root(&root)
 }
 
-// Upper bound on threads per file: rt-app has none, but a typo such as `"instance": 1000000000`
-// should be an error rather than an out-of-memory.
-const MAX_THREADS: u64 = 1 << 16;
+// Upper bounds on what a file expands to. rt-app has none, but `instance` copies a task with all
+// its events, so a few bytes (a typo such as `"instance": 1000000000`, or a large count on a long
+// task) can describe gigabytes: they should be an error rather than an out-of-memory. At both
+// limits the workload takes some 10 MiB.
+const MAX_THREADS: u64 = 1 << 14;
+const MAX_EVENTS: u64 = 1 << 16;
 
 // rt-app reads integers with json_object_get_int(), which saturates at 32 bits.
 const RTAPP_INT_MAX: i128 = i32::MAX as i128;
@@ -1123,11 +1126,31 @@ impl Parser<'_> {
                 format!("expected at most {MAX_THREADS} threads in total, found {total}"),
             ));
         }
+        let events_of = |t: &TaskTemplate| -> u64 {
+            let per_thread: u64 = t.phases.iter().map(|ph| ph.events.len() as u64).sum();
+            per_thread.saturating_mul(t.instances)
+        };
+        let events: u64 = tasks.iter().map(events_of).fold(0, u64::saturating_add);
+        if events > MAX_EVENTS {
+            let worst = tasks
+                .iter()
+                .max_by_key(|t| events_of(t))
+                .map_or(String::new(), |t| t.path.clone());
+            return Err(self.err(
+                join(&worst, "instance"),
+                format!(
+                    "expected at most {MAX_EVENTS} events in total once `instance` has copied each \
+                     task's events into its threads, found {events}"
+                ),
+            ));
+        }
         let mut shared: HashMap<String, TimerId> = HashMap::new();
         let mut next_id = 0usize;
         let mut absolute: HashSet<TimerId> = HashSet::new();
-        let mut threads = Vec::new();
-        let mut names: HashMap<String, String> = HashMap::new();
+        // Sized once (total ≤ MAX_THREADS): growing by doubling would hold three times the
+        // threads at the moment of each copy.
+        let mut threads = Vec::with_capacity(total as usize);
+        let mut names: HashMap<String, String> = HashMap::with_capacity(total as usize);
         for task in &tasks {
             for i in 0..task.instances {
                 let name = if task.instances == 1 {
@@ -1234,6 +1257,32 @@ mod tests {
         assert!(out.contains(r#""x\"/*y""#));
         assert!(!out.contains("z"));
         assert_eq!(relax("{\n  /* open").unwrap_err().0, 2);
+    }
+
+    // Found by the fuzz harness (rtapp_json): a 131-byte file expanded into 65535 threads, 29 MB
+    // of workload; a longer task times a large `instance` reaches gigabytes.
+    #[test]
+    fn fuzz_regression_instance_expansion_is_bounded() {
+        let field = |text: &str| match parse_rtapp(text, "f.json") {
+            Err(RtAppError::Field { field, message, .. }) => (field, message),
+            other => panic!("expected a field error, got {other:?}"),
+        };
+        let minimal = r#"{"tasks":{"thread0":{"instance":65535,"sleep0":83239}},"global":{"duration":0,"default_policy":"SCHED_OTHER","calibration":"CPU0"}}"#;
+        let (f, m) = field(minimal);
+        assert_eq!(f, "tasks.thread0.instance");
+        assert!(m.contains(&format!("at most {MAX_THREADS} threads")), "{m}");
+        // Few threads, but each copying many events.
+        let events: Vec<String> = (0..40).map(|i| format!("\"run{i}\":1")).collect();
+        let long = format!(
+            r#"{{"tasks":{{"a":{{"run":1}},"b":{{"instance":2000,{}}}}}}}"#,
+            events.join(",")
+        );
+        let (f, m) = field(&long);
+        assert_eq!(f, "tasks.b.instance");
+        assert!(m.contains(&format!("at most {MAX_EVENTS} events")), "{m}");
+        // Up to the limits, files are read.
+        let w = parse_rtapp(r#"{"tasks":{"t":{"instance":16384,"run":1,"sleep":1}}}"#, "f").unwrap();
+        assert_eq!(w.threads.len(), MAX_THREADS as usize);
     }
 
     #[test]

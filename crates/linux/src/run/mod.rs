@@ -28,7 +28,7 @@
 
 pub mod calibrate;
 pub mod log;
-mod sys;
+pub(crate) mod sys;
 mod thread;
 
 use std::io;

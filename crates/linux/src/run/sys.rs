@@ -147,7 +147,7 @@ pub(crate) fn thread_migrations() -> Option<u64> {
 }
 
 /// The value of `field` in the `key : value` lines of /proc/…/sched.
-fn parse_sched_field(text: &str, field: &str) -> Option<u64> {
+pub(crate) fn parse_sched_field(text: &str, field: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         (k.trim() == field)
