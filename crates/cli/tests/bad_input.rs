@@ -259,6 +259,11 @@ fn sim_audio_refuses_voices_beyond_any_use() {
         ),
         &["pattern", "expected at most 3360"],
     );
+    // 584 years were accepted, and sized per-callback arrays from it.
+    fails_with(
+        &run(&["sim", "audio", "--duration", "100000s"], None),
+        &["duration", "expected at most 3600s"],
+    );
 }
 
 #[test]

@@ -223,7 +223,12 @@ fn duration_text() {
             let digits = !int.is_empty() || !frac.is_empty();
             let a_number = digits && !frac.contains('.');
             if a_number {
-                match (exact_ns(int, frac, scale), &parsed) {
+                // A number without a unit is refused unless it is zero (docs/cli.md).
+                let exact = match exact_ns(int, frac, scale) {
+                    Ok(v) if unit.is_empty() && v != 0 => Err("without a unit"),
+                    other => other,
+                };
+                match (exact, &parsed) {
                     (Ok(want), Ok(got)) => assert_eq!(got.ns(), want, "`{s}`"),
                     (Ok(want), Err(e)) => panic!("`{s}` is exactly {want} ns, but was refused: {e}"),
                     (Err(why), Ok(got)) => panic!("`{s}` is {why}, but was read as {} ns", got.ns()),

@@ -379,6 +379,18 @@ impl AudioScenario {
                 ),
             ));
         }
+        // The run keeps a record per callback (750 per second at the default clock): an hour is
+        // 2.7 M records; the accepted 584 years would have sized arrays beyond any memory.
+        if self.duration.ns() > MAX_AUDIO_DURATION_NS {
+            return Err(bad(
+                "duration",
+                format!(
+                    "expected at most {} (the run keeps every callback), got {}",
+                    Duration(MAX_AUDIO_DURATION_NS),
+                    self.duration
+                ),
+            ));
+        }
         if self.step.ns() == 0 {
             return Err(bad("step", "expected a step > 0".into()));
         }
@@ -560,6 +572,9 @@ impl AudioScenario {
         Ok(platform)
     }
 }
+
+/// Longest run `pacer sim audio` accepts, ns (one hour).
+pub const MAX_AUDIO_DURATION_NS: u64 = 3_600_000_000_000;
 
 /// Most voices a step may have, in units of `saturating_voices` (see `AudioScenario::validate`).
 pub const MAX_VOICE_LOAD: u64 = 16;
