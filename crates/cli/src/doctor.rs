@@ -12,7 +12,6 @@ use pacer_linux::cpuset::{self, CpusetHierarchy};
 use pacer_linux::ledger::{self, Plan};
 use pacer_linux::sched::Tid;
 use pacer_linux::trace;
-use pacer_model::text::escape_control;
 use pacer_model::Duration;
 use serde::Serialize;
 use serde_json::json;
@@ -308,7 +307,7 @@ fn render(snap: &Snapshot, f: &Findings) -> String {
             t.push(vec![
                 th.pid.to_string(),
                 th.tid.to_string(),
-                escape_control(&th.name),
+                th.name.clone(), // Table::push escapes it
                 Duration(th.runtime_ns).approx(),
                 Duration(th.period_ns).approx(),
                 format!("{:.4}", th.bw as f64 / (1u64 << 20) as f64),

@@ -532,7 +532,7 @@ fn render(st: &SessionStatus, label: &str) -> String {
                 };
                 vec![
                     th.tid.to_string(),
-                    escape_control(&th.name),
+                    th.name.clone(), // Table::push escapes it
                     state.to_string(),
                     period(c.period_ns),
                     c.confidence.map_or("-".into(), |v| format!("{v:.2}")),
@@ -551,7 +551,7 @@ fn render(st: &SessionStatus, label: &str) -> String {
             }
             (None, skipped) => vec![
                 th.tid.to_string(),
-                escape_control(&th.name),
+                th.name.clone(), // Table::push escapes it
                 "skipped".into(),
                 "-".into(),
                 "-".into(),

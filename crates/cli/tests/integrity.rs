@@ -126,7 +126,17 @@ fn exec_json(extra: &[&str], file: &str, state: &tempfile::TempDir) -> (Exec, Re
         .args(extra)
         // `nice` execs the program: the main thread starts at nice -5 without RESET_ON_FORK (the
         // rt-app threads set their own nice and flags), so both kinds are checked.
-        .args(["--", "nice", "-n", "-5", env!("CARGO_BIN_EXE_pacer"), "run", file])
+        .args([
+            "--",
+            "nice",
+            "-n",
+            "-5",
+            env!("CARGO_BIN_EXE_pacer"),
+            "run",
+            "--calibration",
+        ])
+        .arg(common::calibration())
+        .arg(file)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -139,10 +149,18 @@ fn exec_json(extra: &[&str], file: &str, state: &tempfile::TempDir) -> (Exec, Re
 /// program's PID and the TIDs of those threads.
 fn wait_reserved(rx: &Receiver<Value>, names: &[&str], timeout: Duration) -> (u32, Vec<u32>) {
     let end = Instant::now() + timeout;
+    let mut seen = Vec::new();
     while let Ok(v) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
         if v["type"] != "status" {
+            seen.push(v.to_string());
             continue;
         }
+        if let Some(l) = seen.last() {
+            if l.starts_with("{\"type\":\"status\"") {
+                seen.pop();
+            }
+        }
+        seen.push(v.to_string());
         let st = &v["status"];
         let ths = st["threads"].as_array().cloned().unwrap_or_default();
         let tids: Vec<u32> = names
@@ -162,7 +180,10 @@ fn wait_reserved(rx: &Receiver<Value>, names: &[&str], timeout: Duration) -> (u3
             return (st["pid"].as_u64().unwrap() as u32, tids);
         }
     }
-    panic!("threads {names:?} not reserved within {timeout:?}");
+    panic!(
+        "threads {names:?} not reserved within {timeout:?}; notices and last status:\n{}",
+        seen.join("\n")
+    );
 }
 
 /// The state of every thread of `pid` now (the originals, read before pacer touches them).

@@ -17,6 +17,8 @@
 //! Needs root, SCHED_DEADLINE, tracefs, cpusets and CPUs 0 and 1 (`pacer_testkit`: ignored in
 //! builds without root or `PACER_REQUIRE_ROOT=1`, failing when a need is missing otherwise).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -50,24 +52,6 @@ fn require_experiment() {
     require(Need::Tracefs);
     require(Need::CgroupCpuset);
     require(Need::Cpus(&[0, 1]));
-}
-
-/// The busy-loop speed, measured once so that both runs execute the same work.
-fn calibration(dir: &Path) -> String {
-    let w = dir.join("cal.json");
-    std::fs::write(
-        &w,
-        r#"{"global":{"duration":1},"tasks":{"c":{"loop":1,"run":10}}}"#,
-    )
-    .unwrap();
-    let out = Command::new(pacer())
-        .args(["run", "--json"])
-        .arg(&w)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["run"]["calibration_ns_per_loop"].as_f64().unwrap().to_string()
 }
 
 /// Runs the trio in a one-CPU partition with the hog arriving after HOG_DELAY_S; `under_pacer`
@@ -156,7 +140,7 @@ fn lfspp_7_2_pacer_misses_at_least_5x_fewer_deadlines() {
     let _one = one_at_a_time();
     require_experiment();
     let dir = tempfile::tempdir().unwrap();
-    let cal = calibration(dir.path());
+    let cal = common::calibration();
     let default = stats(&run(dir.path(), &cal, false));
     let mut pacer = stats(&run(dir.path(), &cal, true));
     if pacer.miss_ratio * 5.0 > default.miss_ratio {
@@ -229,7 +213,7 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
         .output()
         .unwrap();
     assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
-    let cal = calibration(dir.path());
+    let cal = common::calibration();
     let script = format!(
         "{p} run --calibration {cal} {load} > /dev/null & sleep 0.5; \
          {p} exec --json --status-every 250ms --duration 6s --thread cyclic -- \

@@ -63,3 +63,26 @@ pub fn wait_notice(rx: &Receiver<Value>, text: &str, timeout: Duration) -> bool 
     }
     false
 }
+
+/// The busy loop's calibration (ns per loop), measured once per test binary by a 1-s `pacer run`,
+/// for programs run under `pacer exec` as `pacer run --calibration C`: without it the program
+/// calibrates itself at start under SCHED_FIFO and then returns to SCHED_OTHER, which pacer
+/// rightly reports as a thread changing its own policy, and which test load can make overlap
+/// pacer's first steps.
+pub fn calibration() -> String {
+    static CAL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CAL.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().join("cal.json");
+        std::fs::write(
+            &w,
+            r#"{"global":{"duration":1},"tasks":{"c":{"loop":1,"run":10}}}"#,
+        )
+        .unwrap();
+        let out = pacer().args(["run", "--json"]).arg(&w).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["run"]["calibration_ns_per_loop"].as_f64().unwrap().to_string()
+    })
+    .clone()
+}
