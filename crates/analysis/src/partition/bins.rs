@@ -46,23 +46,46 @@ fn jobs(j: &Timing, t: u64) -> u128 {
     }
 }
 
-/// A witness (t ≤ D, slack t − W(t)) that `k` meets its deadline under `hp`, or `None` if its
-/// response time exceeds D.
+/// What is known about one task's schedulability under its current higher-priority tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Proof {
+    /// An instant t ≤ D with W(t) ≤ t, the witness.
+    at: u64,
+    /// at − W(at).
+    slack: u64,
+    /// A lower bound on the response time (the response time itself when it was computed).
+    lower: u64,
+}
+
+/// A [`Proof`] that `k` meets its deadline under `hp`, or `None` if its response time exceeds
+/// D. `lower` must be a lower bound on the response time; `try_deadline` is false when W(D) > D
+/// is already known.
 ///
 /// Witnesses are instants t ≥ 1 (W(t) ≤ t at t ≥ 1 bounds the least fixed point at or above
-/// Σ C, which is the response time), except (0, 0) when every C involved is 0 and so is R.
-fn witness<'a>(k: &Timing, hp: impl Iterator<Item = &'a Timing> + Clone) -> Option<(u64, u64)> {
+/// Σ C, which is the response time), except t = 0 when every C involved is 0 and so is R.
+fn prove<'a>(
+    k: &Timing,
+    hp: impl Iterator<Item = &'a Timing> + Clone,
+    lower: u64,
+    try_deadline: bool,
+) -> Option<Proof> {
     // The deadline itself is the cheapest certificate and usually the one with most slack.
-    if k.d >= 1 {
+    if try_deadline && k.d >= 1 {
         let at_d = workload(k.c, hp.clone(), k.d);
         if at_d <= u128::from(k.d) {
-            return Some((k.d, k.d - at_d as u64));
+            return Some(Proof {
+                at: k.d,
+                slack: k.d - at_d as u64,
+                lower,
+            });
         }
     }
-    // Exact: the plain iteration from Σ C.
+    // Exact: the plain iteration, from the lower bound when it is above Σ C (iterating from
+    // below any fixed point still reaches the least one).
     let mut r = hp
         .clone()
-        .fold(u128::from(k.c), |acc, j| acc.saturating_add(u128::from(j.c)));
+        .fold(u128::from(k.c), |acc, j| acc.saturating_add(u128::from(j.c)))
+        .max(u128::from(lower));
     loop {
         if r > u128::from(k.d) {
             return None;
@@ -77,23 +100,30 @@ fn witness<'a>(k: &Timing, hp: impl Iterator<Item = &'a Timing> + Clone) -> Opti
     // (⌈t/T_j⌉ only grows at multiples + 1), so that instant has slack t − R.
     let r = r as u64;
     if r == 0 {
-        return Some((0, 0));
+        return Some(Proof {
+            at: 0,
+            slack: 0,
+            lower: 0,
+        });
     }
     let flat_until = hp
         .filter(|j| j.t > 0 && j.c > 0)
         .map(|j| r.div_ceil(j.t).saturating_mul(j.t))
         .fold(k.d, u64::min)
         .max(r);
-    Some((flat_until, flat_until - r))
+    Some(Proof {
+        at: flat_until,
+        slack: flat_until - r,
+        lower: r,
+    })
 }
 
 #[derive(Debug, Clone)]
 struct DmEntry {
     t: Timing,
-    /// t ≤ D with W(t) ≤ t under the current higher-priority tasks.
-    witness: u64,
-    /// witness − W(witness).
-    slack: u64,
+    proof: Proof,
+    /// Insertion number, to recognise the entry across insertions.
+    seq: u64,
 }
 
 /// What the latest successful [`DmBin::fits`] computed, for the [`DmBin::push`] that follows.
@@ -101,15 +131,19 @@ struct DmEntry {
 struct DmProbe {
     candidate: Timing,
     pos: usize,
-    witness: u64,
-    slack: u64,
-    /// (index in `tasks` before insertion, new witness, slack) of lower-priority tasks whose
-    /// old witness did not survive the candidate.
-    renewed: Vec<(usize, u64, u64)>,
+    proof: Proof,
+    /// (index in `tasks` before insertion, new proof) of lower-priority tasks whose witness did
+    /// not survive the candidate.
+    renewed: Vec<(usize, Proof)>,
 }
 
 /// One CPU under deadline-monotonic fixed priority, answering
 /// `load_fits(bin + t, cap) && rta::schedulable_dm(bin + t)` incrementally (module doc).
+///
+/// Response times only grow as tasks join, so each task also keeps a lower bound on its own:
+/// a task below a new one of WCET C_c gains at least C_c (W'(t) ≥ W(t) + C_c at t ≥ 1), and a
+/// task's response time is at least the one above it plus its own C (Davis, Zabos & Burns
+/// 2008). The exact iterations start there instead of at Σ C.
 #[derive(Debug, Clone)]
 pub struct DmBin {
     capacity: usize,
@@ -119,6 +153,10 @@ pub struct DmBin {
     /// whose slice is in insertion order.
     tasks: Vec<DmEntry>,
     probe: Option<DmProbe>,
+    /// The entry (by `seq`) whose miss rejected the latest rejected candidate.
+    last_failed: Option<u64>,
+    /// Scratch: (index, lower bound) of the entries a probe must prove again.
+    stale: Vec<(usize, u64)>,
     /// Set if a task was pushed that the bin could not host (a broken [`BinState`] protocol);
     /// the bin then admits nothing more.
     overloaded: bool,
@@ -131,6 +169,8 @@ impl DmBin {
             load: 0.0,
             tasks: Vec::new(),
             probe: None,
+            last_failed: None,
+            stale: Vec::new(),
             overloaded: false,
         }
     }
@@ -140,28 +180,71 @@ impl DmBin {
         self.tasks.iter().map(|e| &e.t)
     }
 
-    fn probe(&self, c: &Timing) -> Option<DmProbe> {
+    /// A lower bound on the response time of `tasks[j]` once `c` is above it, given one for
+    /// the task that will be just above it (`above`).
+    fn raised_lower(e: &DmEntry, c: &Timing, above: u64) -> u64 {
+        e.proof.lower.saturating_add(c.c).max(above.saturating_add(e.t.c))
+    }
+
+    fn probe(&mut self, c: &Timing) -> Option<DmProbe> {
         if self.overloaded || !load_admits(self.load, self.capacity, c) {
             return None;
         }
         // After every task of equal or higher DM rank: the candidate is last in the slice.
         let pos = self.tasks.partition_point(|e| (e.t.d, e.t.t) <= (c.d, c.t));
-        let (at, slack) = witness(c, self.tasks[..pos].iter().map(|e| &e.t))?;
-        let mut renewed = Vec::new();
+        let above = pos.checked_sub(1).map_or(0, |p| self.tasks[p].proof.lower);
+        let hp = self.tasks[..pos].iter().map(|e| &e.t);
+        let proof = prove(c, hp, above.saturating_add(c.c), true)?;
+
+        // O(1) per lower-priority task: its lower bound may already pass its deadline (then
+        // R > D, a miss), its witness may absorb the candidate's jobs (then it still meets
+        // it); the others are proved again below.
+        let mut stale = std::mem::take(&mut self.stale);
+        stale.clear();
+        let mut above = proof.lower;
         for (j, e) in self.tasks.iter().enumerate().skip(pos) {
-            // Witness 0 (all C zero so far) certifies nothing once the candidate adds work.
-            if e.witness > 0 && jobs(c, e.witness) <= u128::from(e.slack) {
-                continue;
+            let lower = Self::raised_lower(e, c, above);
+            above = lower;
+            if lower > e.t.d {
+                self.last_failed = Some(e.seq);
+                self.stale = stale;
+                return None;
             }
-            let hp = self.tasks[..j].iter().map(|e| &e.t).chain(std::iter::once(c));
-            let (w, s) = witness(&e.t, hp)?;
-            renewed.push((j, w, s));
+            // Witness 0 (all C zero so far) certifies nothing once the candidate adds work.
+            if e.proof.at == 0 || jobs(c, e.proof.at) > u128::from(e.proof.slack) {
+                stale.push((j, lower));
+            }
         }
+        // One miss rejects the candidate, and probes of a bin tend to fail on the same tight
+        // task: it goes first. The answer does not depend on the order.
+        if let Some(k) = stale
+            .iter()
+            .position(|&(j, _)| Some(self.tasks[j].seq) == self.last_failed)
+        {
+            stale[..=k].rotate_right(1);
+        }
+        let mut renewed = Vec::with_capacity(stale.len());
+        for &(j, lower) in &stale {
+            let e = &self.tasks[j];
+            let hp = self.tasks[..j].iter().map(|e| &e.t).chain(std::iter::once(c));
+            // No use trying D: a stale witness at D means W(D) > D now, and a witness below D
+            // was chosen because W(D) > D then (W only grows). Only an all-zero-WCET bin, whose
+            // witness is 0, could pass at D, and the iteration is exact for it too.
+            match prove(&e.t, hp, lower, false) {
+                Some(p) => renewed.push((j, p)),
+                None => {
+                    self.last_failed = Some(e.seq);
+                    self.stale = stale;
+                    return None;
+                }
+            }
+        }
+        self.stale = stale;
+        renewed.sort_unstable_by_key(|&(j, _)| j);
         Some(DmProbe {
             candidate: *c,
             pos,
-            witness: at,
-            slack,
+            proof,
             renewed,
         })
     }
@@ -182,32 +265,34 @@ impl BinState for DmBin {
             self.overloaded = true;
             self.load += t.u();
             let pos = self.tasks.partition_point(|e| (e.t.d, e.t.t) <= (t.d, t.t));
-            self.tasks.insert(
-                pos,
-                DmEntry {
-                    t,
-                    witness: t.d,
-                    slack: 0,
-                },
-            );
+            let proof = Proof {
+                at: t.d,
+                slack: 0,
+                lower: 0,
+            };
+            let seq = self.tasks.len() as u64;
+            self.tasks.insert(pos, DmEntry { t, proof, seq });
             return;
         };
         let mut renewed = p.renewed.iter().peekable();
+        let mut above = p.proof.lower;
         for (j, e) in self.tasks.iter_mut().enumerate().skip(p.pos) {
-            if let Some(&(_, w, s)) = renewed.next_if(|r| r.0 == j) {
-                e.witness = w;
-                e.slack = s;
+            if let Some(&(_, proof)) = renewed.next_if(|r| r.0 == j) {
+                e.proof = proof;
             } else {
+                e.proof.lower = Self::raised_lower(e, &t, above);
                 // The probe checked that this fits in the slack.
-                e.slack -= jobs(&t, e.witness) as u64;
+                e.proof.slack -= jobs(&t, e.proof.at) as u64;
             }
+            above = e.proof.lower;
         }
+        let seq = self.tasks.len() as u64;
         self.tasks.insert(
             p.pos,
             DmEntry {
                 t,
-                witness: p.witness,
-                slack: p.slack,
+                proof: p.proof,
+                seq,
             },
         );
         self.load += t.u();
@@ -287,18 +372,23 @@ mod tests {
     use crate::uni::rta;
 
     #[test]
-    fn witness_by_hand() {
+    fn proofs_by_hand() {
         // hp: (1, 4), (2, 6); k = (3, 12, 12): W(12) = 3 + 3 + 4 = 10 ≤ 12 → witness D, slack 2.
         let hp = [Timing::implicit(1, 4), Timing::implicit(2, 6)];
-        assert_eq!(witness(&Timing::implicit(3, 12), hp.iter()), Some((12, 2)));
+        let witness = |k: Timing| prove(&k, hp.iter(), 0, true).map(|p| (p.at, p.slack));
+        assert_eq!(witness(Timing::implicit(3, 12)), Some((12, 2)));
         // k = (3, 9, 12): W(9) = 3 + 3 + 4 = 10 > 9; R: 6 → 3 + 2 + 2 = 7 → 3 + 2 + 4 = 9 →
         // 3 + 3 + 4 = 10 > 9: misses.
-        assert_eq!(witness(&Timing::new(3, 9, 12), hp.iter()), None);
+        assert_eq!(witness(Timing::new(3, 9, 12)), None);
         // k = (2, 7, 12): W(7) = 2 + 2 + 4 = 8 > 7; R: 5 → 2 + 2 + 2 = 6 → 2 + 2 + 2 = 6; W is
         // flat until min(⌈6/4⌉·4, ⌈6/6⌉·6, 7) = 6: witness 6, slack 0.
-        assert_eq!(witness(&Timing::new(2, 7, 12), hp.iter()), Some((6, 0)));
+        assert_eq!(witness(Timing::new(2, 7, 12)), Some((6, 0)));
+        assert_eq!(
+            prove(&Timing::new(2, 7, 12), hp.iter(), 5, false).map(|p| p.lower),
+            Some(6)
+        );
         // k = (1, 7, 12): W(7) = 1 + 2 + 4 = 7 ≤ 7 → (7, 0).
-        assert_eq!(witness(&Timing::new(1, 7, 12), hp.iter()), Some((7, 0)));
+        assert_eq!(witness(Timing::new(1, 7, 12)), Some((7, 0)));
     }
 
     #[test]
