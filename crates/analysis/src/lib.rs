@@ -8,7 +8,8 @@
 //! - [`partition`]: bin-packing heuristics, optimal min–max-load ILP, clustered assignment;
 //! - [`admission`]: SCHED_DEADLINE admission control as the kernel computes it;
 //! - [`gen`]: task-set generators;
-//! - [`suite`]: runs every applicable test on a task set (what `pacer analyze` prints).
+//! - [`suite`]: runs every applicable test on a task set (what `pacer analyze` prints);
+//! - [`reference`]: the plain implementations the fast paths replaced, kept as test oracles.
 //!
 //! Tests take task slices in the constrained-deadline model (C ≤ D ≤ T, checked by
 //! `pacer_model::format::validate`) and treat periodic tasks as sporadic with synchronous
@@ -20,6 +21,7 @@ pub mod global;
 pub mod outcome;
 pub mod partition;
 pub mod ratio;
+pub mod reference;
 pub mod suite;
 pub mod timing;
 pub mod uni;

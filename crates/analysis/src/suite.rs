@@ -7,7 +7,7 @@ use crate::admission::{self, AdmissionConfig};
 use crate::global::{self as glob, bak, bcl, bcl_iterative, bertogna_cirinei, devi_anderson, gfb};
 use crate::outcome::Verdict;
 use crate::outcome::{Outcome, TestKind};
-use crate::partition::{self, milp, Assignment, Heuristic, MilpOptions};
+use crate::partition::{self, milp, Assignment, DmBin, EdfBin, Heuristic, MilpOptions, Unplaced};
 use crate::uni::{edf_utilization, hyperbolic, liu_layland, qpa, rta};
 use crate::Timing;
 
@@ -215,7 +215,20 @@ struct BinTest {
     /// Sufficient when the per-bin test is (clusters); partitions use exact per-CPU tests, but a
     /// failed heuristic still proves nothing, so partition rows are sufficient too.
     source: &'static str,
+    /// The test on a whole bin (for the ILP's assignment).
     fits: fn(&[Timing], usize) -> bool,
+    /// How the heuristics ask it, candidate by candidate.
+    packer: Packer,
+}
+
+/// How a heuristic asks a [`BinTest`] whether a candidate fits.
+#[derive(Clone, Copy)]
+enum Packer {
+    /// Incremental per-CPU state: same answers as `load_fits && fits` on the whole bin.
+    Edf,
+    Dm,
+    /// `load_fits && fits` on the bin's slice (global tests per cluster).
+    Slice,
 }
 
 fn qpa_fits(bin: &[Timing], _cap: usize) -> bool {
@@ -232,6 +245,7 @@ const PARTITIONED: [BinTest; 2] = [
         test: "QPA per CPU",
         source: "bin packing + Zhang & Burns 2009",
         fits: qpa_fits,
+        packer: Packer::Edf,
     },
     BinTest {
         id: "p-dm",
@@ -239,6 +253,7 @@ const PARTITIONED: [BinTest; 2] = [
         test: "RTA per CPU",
         source: "bin packing + Audsley et al. 1993",
         fits: rta_dm_fits,
+        packer: Packer::Dm,
     },
 ];
 
@@ -249,6 +264,7 @@ const CLUSTERED: [BinTest; 2] = [
         test: "global EDF tests per cluster",
         source: "bin packing + GFB/BCL/BAK/iter. BCL",
         fits: glob::edf_schedulable,
+        packer: Packer::Slice,
     },
     BinTest {
         id: "c-dm",
@@ -256,8 +272,20 @@ const CLUSTERED: [BinTest; 2] = [
         test: "Bertogna–Cirinei RTA per cluster",
         source: "bin packing + Bertogna & Cirinei 2007",
         fits: glob::fp_dm_schedulable,
+        packer: Packer::Slice,
     },
 ];
+
+/// Packs with `bt`'s test, Σu ≤ capacity first (necessary for every scheduler, and cheap).
+fn pack_for(ts: &[Timing], bins: &[usize], h: Heuristic, bt: &BinTest) -> Result<Assignment, Unplaced> {
+    match bt.packer {
+        Packer::Edf => partition::pack_with(ts, bins, h, EdfBin::new),
+        Packer::Dm => partition::pack_with(ts, bins, h, DmBin::new),
+        Packer::Slice => partition::pack(ts, bins, h, |bin, cap| {
+            partition::load_fits(bin, cap) && (bt.fits)(bin, cap)
+        }),
+    }
+}
 
 fn placement_of(a: &Assignment, note: Option<String>) -> Placement {
     Placement {
@@ -279,10 +307,7 @@ fn packed(
     let mut rows = Vec::new();
     for bt in tests {
         for h in heuristics {
-            // Σu ≤ capacity is necessary for every scheduler: a cheap filter before the real test.
-            let result = partition::pack(ts, bins, *h, |bin, cap| {
-                partition::load_fits(bin, cap) && (bt.fits)(bin, cap)
-            });
+            let result = pack_for(ts, bins, *h, bt);
             let mut outcome = partition::outcome(&result);
             outcome.bound = Some(1.0);
             let mut r = row(

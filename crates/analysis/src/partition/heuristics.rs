@@ -143,13 +143,65 @@ pub struct Unplaced {
     pub task: usize,
 }
 
+/// Admission state of one bin for [`pack_with`]: a per-bin test that keeps what it learnt about
+/// the bin's tasks between candidates instead of re-analysing the whole bin for each one (see
+/// [`super::bins`] for the exact uniprocessor ones).
+///
+/// Protocol: [`BinState::fits`] may be called any number of times; [`BinState::push`] is called
+/// only with the candidate of this bin's latest `fits` call, and only when that call returned
+/// true, so a state may keep the work of that call for the push.
+pub trait BinState {
+    /// Whether the bin can host its current tasks plus `t`.
+    fn fits(&mut self, t: &Timing) -> bool;
+    /// Adds `t` to the bin.
+    fn push(&mut self, t: Timing);
+}
+
+/// The bins as [`pack_core`] sees them.
+trait Bins {
+    fn fits(&mut self, bin: usize, t: &Timing) -> bool;
+    fn push(&mut self, bin: usize, t: Timing);
+}
+
+/// A slice predicate over each bin's contents (what [`pack`] takes).
+struct SliceBins<F> {
+    contents: Vec<Vec<Timing>>,
+    capacities: Vec<usize>,
+    fits: F,
+}
+
+impl<F: FnMut(&[Timing], usize) -> bool> Bins for SliceBins<F> {
+    fn fits(&mut self, b: usize, t: &Timing) -> bool {
+        // The candidate is pushed, tested, and popped, so no allocation happens per call once
+        // the vectors have grown.
+        let bin = &mut self.contents[b];
+        bin.push(*t);
+        let ok = (self.fits)(bin, self.capacities[b]);
+        bin.pop();
+        ok
+    }
+    fn push(&mut self, b: usize, t: Timing) {
+        self.contents[b].push(t);
+    }
+}
+
+impl<S: BinState> Bins for Vec<S> {
+    fn fits(&mut self, b: usize, t: &Timing) -> bool {
+        self[b].fits(t)
+    }
+    fn push(&mut self, b: usize, t: Timing) {
+        self[b].push(t)
+    }
+}
+
 /// Packs `ts` into bins of the given capacities (in CPUs) with heuristic `h`.
 ///
 /// `fits(tasks, capacity)` is called with the bin's current tasks followed by the candidate
 /// (always the last element) and must say whether the bin can host them all. It is never called
 /// for a bin the heuristic does not need (Next Fit's closed bins; for Best/Worst Fit, bins ranked
 /// after the first admitting one, except its ties within [`EPS`]), so an expensive exact test
-/// costs as little as the rule allows.
+/// costs as little as the rule allows. A test that can learn from earlier calls should use
+/// [`pack_with`] instead, which places tasks identically.
 ///
 /// Returns the assignment, or the first task (in packing order) that no bin admitted. Zero
 /// tasks give an empty assignment; zero bins fail on the first task.
@@ -157,7 +209,33 @@ pub fn pack(
     ts: &[Timing],
     bins: &[usize],
     h: Heuristic,
-    mut fits: impl FnMut(&[Timing], usize) -> bool,
+    fits: impl FnMut(&[Timing], usize) -> bool,
+) -> Result<Assignment, Unplaced> {
+    let mut state = SliceBins {
+        contents: vec![Vec::new(); bins.len()],
+        capacities: bins.to_vec(),
+        fits,
+    };
+    pack_core(ts, bins, h, &mut state)
+}
+
+/// As [`pack`], with one [`BinState`] per bin made by `new_bin(capacity)`: the same placements
+/// and the same sequence of admission questions as [`pack`] with the equivalent slice predicate.
+pub fn pack_with<S: BinState>(
+    ts: &[Timing],
+    bins: &[usize],
+    h: Heuristic,
+    new_bin: impl FnMut(usize) -> S,
+) -> Result<Assignment, Unplaced> {
+    let mut states: Vec<S> = bins.iter().copied().map(new_bin).collect();
+    pack_core(ts, bins, h, &mut states)
+}
+
+fn pack_core(
+    ts: &[Timing],
+    bins: &[usize],
+    h: Heuristic,
+    state: &mut impl Bins,
 ) -> Result<Assignment, Unplaced> {
     let m = bins.len();
     let u: Vec<f64> = ts.iter().map(Timing::u).collect();
@@ -168,28 +246,17 @@ pub fn pack(
         order.sort_by(|&a, &b| u[b].total_cmp(&u[a]).then(a.cmp(&b)));
     }
 
-    // Per-bin contents, reused: the candidate is pushed, tested, and popped if rejected, so no
-    // allocation happens per `fits` call once the vectors have grown.
-    let mut contents: Vec<Vec<Timing>> = vec![Vec::new(); m];
     let mut loads = vec![0.0f64; m];
     let mut bin_of = vec![usize::MAX; ts.len()];
     let mut ranked: Vec<usize> = Vec::with_capacity(m);
     let mut next = 0usize; // Next Fit's current bin
 
-    let mut try_bin = |b: usize, t: Timing, contents: &mut Vec<Vec<Timing>>| -> bool {
-        let bin = &mut contents[b];
-        bin.push(t);
-        let ok = fits(bin, bins[b]);
-        bin.pop();
-        ok
-    };
-
     for &i in &order {
         let t = ts[i];
         let chosen = match h.fit {
-            Fit::First => (0..m).find(|&b| try_bin(b, t, &mut contents)),
+            Fit::First => (0..m).find(|&b| state.fits(b, &t)),
             Fit::Next => {
-                while next < m && !try_bin(next, t, &mut contents) {
+                while next < m && !state.fits(next, &t) {
                     next += 1;
                 }
                 (next < m).then_some(next)
@@ -204,7 +271,7 @@ pub fn pack(
                 } else {
                     ranked.sort_by(|&a, &b| remaining(b).total_cmp(&remaining(a)).then(a.cmp(&b)));
                 }
-                match ranked.iter().position(|&b| try_bin(b, t, &mut contents)) {
+                match ranked.iter().position(|&b| state.fits(b, &t)) {
                     None => None,
                     Some(pos) => {
                         // Bins whose remaining capacity equals the chosen one's within EPS are
@@ -217,7 +284,7 @@ pub fn pack(
                             if (remaining(b) - r0).abs() > EPS {
                                 break;
                             }
-                            if b < best && try_bin(b, t, &mut contents) {
+                            if b < best && state.fits(b, &t) {
                                 best = b;
                             }
                         }
@@ -229,7 +296,7 @@ pub fn pack(
         let Some(b) = chosen else {
             return Err(Unplaced { task: i });
         };
-        contents[b].push(t);
+        state.push(b, t);
         loads[b] += u[i];
         bin_of[i] = b;
     }

@@ -6,7 +6,8 @@
 //! global test on `k` CPUs. [`clusters_of`] gives the capacities.
 //!
 //! - [`heuristics`]: First/Best/Worst/Next Fit (optionally Decreasing) with a caller-supplied
-//!   admission predicate per bin;
+//!   admission predicate per bin, or a per-bin admission state ([`BinState`]);
+//! - [`bins`]: incremental exact per-CPU states for partitioned EDF (QPA) and DM (RTA);
 //! - [`milp`]: the min–max-load integer linear program of Lelli, Faggioli, Cucinotta & Lipari,
 //!   "An experimental comparison of different real-time schedulers on multicore systems"
 //!   (JSS 2012), §5.4: tasks assigned "so as to minimise the maximum total load on each core or
@@ -15,6 +16,7 @@
 //! The ILP balances load only; whether the resulting bins are schedulable is for the caller's
 //! exact per-bin test ([`Assignment::first_failing_bin`]).
 
+pub mod bins;
 pub mod heuristics;
 pub mod milp;
 
@@ -23,7 +25,8 @@ use serde::Serialize;
 use crate::outcome::{Outcome, Verdict};
 use crate::Timing;
 
-pub use heuristics::{pack, Fit, Heuristic, ParseHeuristicError, Unplaced};
+pub use bins::{DmBin, EdfBin};
+pub use heuristics::{pack, pack_with, BinState, Fit, Heuristic, ParseHeuristicError, Unplaced};
 pub use milp::{MilpError, MilpOptions, MilpResult, MilpStatus};
 
 /// Bin capacities (in CPUs) for `m` CPUs split into clusters of `cluster_size` CPUs, in CPU
