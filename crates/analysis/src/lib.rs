@@ -9,7 +9,7 @@
 //! - [`admission`]: SCHED_DEADLINE admission control as the kernel computes it;
 //! - [`gen`]: task-set generators;
 //! - [`suite`]: runs every applicable test on a task set (what `pacer analyze` prints);
-//! - [`reference`]: the plain implementations the fast paths replaced, kept as test oracles.
+//! - [`mod@reference`]: the plain implementations the fast paths replaced, kept as test oracles.
 //!
 //! Tests take task slices in the constrained-deadline model (C ≤ D ≤ T, checked by
 //! `pacer_model::format::validate`) and treat periodic tasks as sporadic with synchronous

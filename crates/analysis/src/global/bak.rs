@@ -31,7 +31,7 @@
 //! terms and Σ (a_i + e_i), Σ g_i over the rest, so each candidate's LHS − RHS costs O(1)
 //! amortised. Those sums are rounded differently from the plain sum, so they only *filter*:
 //! a candidate whose swept margin exceeds EPS by more than a bound δ on the rounding of both
-//! computations (O(n·ε·Σ(a_i + e_i + g_i) + n²ε + mε), see [`rounding_bound`]) cannot pass,
+//! computations (O(n·ε·Σ(a_i + e_i + g_i) + n²ε + mε), see `rounding_bound`) cannot pass,
 //! and every other one is decided by the plain sum as before. The verdict, λ, value and bound
 //! are therefore exactly those of the full search (`tests/equivalence.rs` checks them against
 //! [`crate::reference::bak_test`]).

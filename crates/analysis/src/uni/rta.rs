@@ -17,7 +17,7 @@
 //!   from below a fixed point converges to the least one, so each task starts where the
 //!   previous one stopped, and stops as soon as an iterate passes its deadline.
 //! - **One interference sweep**: with those start values every instant at which some W is
-//!   evaluated is at or after the previous one, over the whole order. [`Interference`] keeps
+//!   evaluated is at or after the previous one, over the whole order. `Interference` keeps
 //!   Σ ⌈t/T_j⌉ C_j for the tasks analysed so far at the current instant and moves forward with a
 //!   heap of the next instant at which each task's ⌈t/T_j⌉ grows, so each evaluation costs the
 //!   period boundaries crossed since the last one (O(log n) each), not O(n).
