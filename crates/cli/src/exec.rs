@@ -252,7 +252,7 @@ fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
     })
 }
 
-fn start_guardian() -> Result<Guardian, LinuxError> {
+pub(crate) fn start_guardian() -> Result<Guardian, LinuxError> {
     let exe: PathBuf = std::env::current_exe().map_err(|e| LinuxError::Io {
         path: "/proc/self/exe".into(),
         source: e,

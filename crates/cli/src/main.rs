@@ -1,6 +1,7 @@
 //! `pacer`: adaptive real-time scheduling toolkit. Thin subcommands over the library crates; no
 //! algorithm lives here (see ../../../../shared/DESIGN.md, "Layout").
 
+mod daemon;
 mod analyze;
 mod audio;
 mod bench;
@@ -65,6 +66,10 @@ enum Command {
     Cpuset(cpuset::Args),
     /// Check (and with --repair fix) SCHED_DEADLINE accounting, orphaned sessions and leftovers.
     Doctor(doctor::Args),
+    /// Serve adaptive SCHED_DEADLINE reservations to applications linked with libpacer (pacerd).
+    Daemon(daemon::Args),
+    /// Show the daemon's sessions, threads, bandwidths, quotas and refusals.
+    Status(daemon::StatusArgs),
     /// Internal: the companion that restores threads if pacer is killed (reads stdin).
     #[command(hide = true)]
     Guardian(exec::GuardianArgs),
@@ -135,6 +140,8 @@ fn main() -> ExitCode {
         Command::Period(a) => period::run(a),
         Command::Exec(a) => return finish(code(exec::exec(a))),
         Command::Attach(a) => return finish(code(exec::attach(a))),
+        Command::Daemon(a) => return finish(code(daemon::run(a))),
+        Command::Status(a) => return finish(code(daemon::status(a))),
         Command::Guardian(a) => return finish(code(exec::guardian(a))),
         Command::Cpuset(a) => return finish(code(cpuset::run(a))),
         Command::Doctor(a) => return finish(code(doctor::run(a))),

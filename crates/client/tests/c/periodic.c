@@ -1,0 +1,135 @@
+/*
+ * A periodic program using only pacer.h and libpacer: it asks pacer for a SCHED_DEADLINE
+ * reservation of its own thread, announces its load with workUnits hints and reports its jobs.
+ * Used by the tests (crates/cli/tests/daemon.rs) and shown in docs/client.md.
+ *
+ *   periodic run PERIOD_MS LIGHT_JOBS    light jobs (1 unit), then a heavier load (4 units)
+ *   periodic hold PERIOD_MS              reserve, say so, then keep running jobs until killed
+ *   periodic quota PERIOD_MS BW          ask for a per-thread ceiling BW; print the refusal
+ *
+ * Prints key=value lines; exits 0 when what it checks held.
+ */
+#define _GNU_SOURCE
+#include <pacer.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNIT_NS 400000LL /* CPU time of one work unit */
+
+struct sched_attr_v1 {
+    uint32_t size, sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+};
+
+static int64_t now_ns(clockid_t c) {
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void work(int units) {
+    int64_t end = now_ns(CLOCK_THREAD_CPUTIME_ID) + units * UNIT_NS;
+    while (now_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
+    }
+}
+
+static struct sched_attr_v1 my_attr(void) {
+    struct sched_attr_v1 a;
+    memset(&a, 0, sizeof a);
+    syscall(SYS_sched_getattr, 0, &a, sizeof a, 0);
+    return a;
+}
+
+static void next_period(struct timespec *t, int64_t period_ns) {
+    t->tv_nsec += period_ns;
+    while (t->tv_nsec >= 1000000000L) {
+        t->tv_nsec -= 1000000000L;
+        t->tv_sec++;
+    }
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, t, NULL);
+}
+
+static int fail(const char *what) {
+    printf("error=%s code=%d message=%s\n", what, pacer_last_error(), pacer_last_error_message());
+    return 1;
+}
+
+static void jobs(pacer_session *s, int n, int units, int64_t period_ns, struct timespec *t) {
+    for (int i = 0; i < n; i++) {
+        pacer_session_job_begin(s);
+        work(units);
+        pacer_session_job_end(s);
+        next_period(t, period_ns);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: periodic run|hold|quota PERIOD_MS [N|BW]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    int64_t period_ns = atoll(argv[2]) * 1000000LL;
+    pacer_client *c = pacer_connect(NULL);
+    if (!c)
+        return fail("connect");
+    printf("in_process=%d\n", pacer_client_in_process(c));
+    pid_t tid = gettid();
+    if (strcmp(mode, "quota") == 0) {
+        double bw = argc > 3 ? atof(argv[3]) : 0.5;
+        pacer_session *s = pacer_session_create_ex(c, &tid, 1, period_ns, PACER_CONTROLLER_PROACTIVE, bw);
+        if (s) {
+            printf("granted=1\n");
+            pacer_session_close(s);
+            return 1;
+        }
+        printf("refused=%d quota=%d message=%s\n", pacer_last_error(),
+               pacer_last_error() == -PACER_EQUOTA, pacer_last_error_message());
+        pacer_disconnect(c);
+        return pacer_last_error() == -PACER_EQUOTA ? 0 : 1;
+    }
+    pacer_session *s = pacer_session_create(c, &tid, 1, period_ns);
+    if (!s)
+        return fail("session");
+    struct sched_attr_v1 a = my_attr();
+    printf("policy=%u runtime_ns=%llu period_ns=%llu\n", a.sched_policy,
+           (unsigned long long)a.sched_runtime, (unsigned long long)a.sched_period);
+    fflush(stdout);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (strcmp(mode, "hold") == 0) {
+        printf("reserved=%d\n", tid);
+        fflush(stdout);
+        for (;;)
+            jobs(s, 100, 1, period_ns, &t);
+    }
+    int light = argc > 3 ? atoi(argv[3]) : 40;
+    pacer_session_hint_work_units(s, 1);
+    jobs(s, light, 1, period_ns, &t);
+    int refused = pacer_session_sync(s);
+    uint64_t light_rt = my_attr().sched_runtime;
+    /* The heavier load is announced before its first job: the budget must rise now. */
+    pacer_session_hint_work_units(s, 4);
+    refused += pacer_session_sync(s);
+    struct sched_attr_v1 h = my_attr();
+    printf("light_runtime_ns=%llu heavy_runtime_ns=%llu refused=%d\n", (unsigned long long)light_rt,
+           (unsigned long long)h.sched_runtime, refused);
+    jobs(s, 10, 4, period_ns, &t);
+    int closed = pacer_session_close(s);
+    struct sched_attr_v1 after = my_attr();
+    printf("closed=%d policy_after=%u\n", closed, after.sched_policy);
+    pacer_disconnect(c);
+    int ok = a.sched_policy == 6 && h.sched_runtime > light_rt && refused == 0 && closed == 0 &&
+             after.sched_policy != 6;
+    printf("ok=%d\n", ok);
+    return ok ? 0 : 1;
+}
