@@ -1,0 +1,296 @@
+//! `pacer daemon` and libpacer on the real kernel: a C program compiled only against `pacer.h`
+//! and `libpacer.so`, run as an unprivileged user, gets a SCHED_DEADLINE reservation for its own
+//! thread, sees its budget rise after a heavier workUnits hint, is refused over its quota, and
+//! gives its bandwidth back to the kernel's `total_bw` within 100 ms of `kill -9`; the same
+//! program works in-process as root; a killed daemon's guardian restores its clients' threads.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{pacer, signal};
+use pacer_linux::cpuset::{read_dl_bandwidth, total_bw_of};
+use pacer_testkit::{require, Need};
+
+fn total_bw() -> i64 {
+    total_bw_of(&read_dl_bandwidth().expect("read dl_bw from debugfs"), 0).expect("CPU 0 in sched debug")
+}
+
+/// `total_bw` once the accounting has settled.
+fn baseline() -> i64 {
+    std::thread::sleep(Duration::from_millis(200));
+    total_bw()
+}
+
+fn wait_total_bw(baseline: i64, within: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() <= within {
+        if total_bw() == baseline {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    None
+}
+
+/// The unprivileged user the C program runs as: `pacer-ci`, created if missing (CI is root on a
+/// fresh machine), else `nobody`.
+fn client_user() -> (u32, u32) {
+    let lookup = |name: &str| -> Option<(u32, u32)> {
+        let out = Command::new("id").args(["-u", name]).output().ok()?;
+        let uid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+        let out = Command::new("id").args(["-g", name]).output().ok()?;
+        let gid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+        Some((uid, gid))
+    };
+    if lookup("pacer-ci").is_none() {
+        let _ = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "pacer-ci"])
+            .status();
+    }
+    lookup("pacer-ci").or_else(|| lookup("nobody")).expect("an unprivileged user")
+}
+
+/// The directory with `libpacer.so` next to the binary under test.
+fn lib_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_pacer")).parent().unwrap().to_path_buf()
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    program: PathBuf,
+    socket: PathBuf,
+}
+
+/// Compiles `periodic.c` against the header and the shared library only, in a directory the
+/// unprivileged user can read.
+fn world() -> World {
+    require(Need::Program("cc"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Installed as a distribution would: the file under its soname, the link name beside it.
+    let lib = dir.path().join("libpacer.so.0");
+    std::fs::copy(lib_dir().join("libpacer.so"), &lib).expect("libpacer.so built beside pacer");
+    std::os::unix::fs::symlink("libpacer.so.0", dir.path().join("libpacer.so")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../client");
+    let program = dir.path().join("periodic");
+    let out = Command::new("cc")
+        .arg("-O2")
+        .arg("-Wall")
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-o")
+        .arg(&program)
+        .arg(root.join("tests/c/periodic.c"))
+        .arg("-L")
+        .arg(dir.path())
+        .arg("-lpacer")
+        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    for f in [&lib, &program] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let socket = dir.path().join("pacer.sock");
+    World { dir, program, socket }
+}
+
+struct Daemon {
+    child: Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        signal(self.child.id(), libc::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+fn daemon(w: &World, config: &str) -> Daemon {
+    let cfg = w.dir.path().join("pacerd.toml");
+    std::fs::write(&cfg, config).unwrap();
+    let child = pacer()
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&w.socket)
+        .arg("--config")
+        .arg(&cfg)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&w.socket).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the daemon did not start listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon { child }
+}
+
+fn as_user(w: &World, args: &[&str]) -> Command {
+    let (uid, gid) = client_user();
+    let mut c = Command::new(&w.program);
+    c.args(args).env("PACER_SOCKET", &w.socket).uid(uid).gid(gid);
+    c
+}
+
+fn fields(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+const CONFIG: &str = "[default]\nbandwidth = 0.5\nthread_bandwidth = 0.25\nsessions = 2\n";
+
+fn privileged() -> std::sync::MutexGuard<'static, ()> {
+    let g = common::privileged();
+    require(Need::SchedDebug);
+    g
+}
+
+#[test]
+#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_the_daemon() {
+    let _g = privileged();
+    let w = world();
+    let base = baseline();
+    let d = daemon(&w, CONFIG);
+    let out = as_user(&w, &["run", "10", "40"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let f = fields(&text);
+    assert_eq!(f["in_process"], "0", "went through the daemon");
+    assert_eq!(f["policy"], "6", "SCHED_DEADLINE");
+    let light: u64 = f["light_runtime_ns"].parse().unwrap();
+    let heavy: u64 = f["heavy_runtime_ns"].parse().unwrap();
+    // 1 unit = 0.4 ms of CPU, learned over 40 jobs; 4 units are announced: Q ≈ 4 × 1.1 × C_e(1).
+    assert!(heavy > 3 * light, "budget {light} ns -> {heavy} ns after the 4-unit hint");
+    // Over the quota (0.5 CPU for this user): a clear refusal.
+    let out = as_user(&w, &["quota", "10", "0.6"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("exceeds the quota of 0.500 CPU by 0.100 CPU"),
+        "{text}"
+    );
+    let status = pacer()
+        .args(["status", "--json", "--socket"])
+        .arg(&w.socket)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(
+        v["refusals"].as_array().unwrap().iter().any(|r| r["code"] == "Quota"),
+        "{v}"
+    );
+    drop(d);
+    assert!(
+        wait_total_bw(base, Duration::from_secs(5)).is_some(),
+        "total_bw {} != baseline {base}",
+        total_bw()
+    );
+}
+
+#[test]
+#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+fn a_killed_client_gives_its_bandwidth_back_within_100ms_and_the_next_client_is_served() {
+    let _g = privileged();
+    let w = world();
+    let base = baseline();
+    let _d = daemon(&w, CONFIG);
+    let mut hold = as_user(&w, &["hold", "10"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut reader = std::io::BufReader::new(hold.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+        assert!(n > 0, "the client ended before it was reserved");
+        if line.starts_with("reserved=") {
+            break;
+        }
+    }
+    assert!(total_bw() > base, "the reservation is not in total_bw");
+    hold.kill().unwrap();
+    let killed = Instant::now();
+    hold.wait().unwrap();
+    let back = wait_total_bw(base, Duration::from_secs(2));
+    eprintln!("total_bw back at baseline {back:?} after kill -9 (waited for the exit {:?})", killed.elapsed());
+    let back = back.unwrap_or_else(|| panic!("total_bw {} != baseline {base}", total_bw()));
+    assert!(back <= Duration::from_millis(100), "total_bw back after {back:?}");
+    // The daemon noticed and serves the next client.
+    let out = as_user(&w, &["run", "10", "35"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let status = pacer()
+        .args(["status", "--json", "--socket"])
+        .arg(&w.socket)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 0, "{v}");
+}
+
+#[test]
+#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+fn the_same_c_program_works_in_process_as_root_without_a_daemon() {
+    let _g = privileged();
+    let w = world();
+    let base = baseline();
+    // No daemon listens at the socket: root falls back to the in-process service.
+    let out = Command::new(&w.program)
+        .args(["run", "10", "40"])
+        .env("PACER_SOCKET", &w.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fields(&text)["in_process"], "1");
+    // And an unprivileged user without a daemon gets a clear error, not a crash.
+    let out = as_user(&w, &["run", "10", "5"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(text.contains("error=connect code=-20") && text.contains("is `pacer daemon` running"), "{text}");
+    assert!(wait_total_bw(base, Duration::from_secs(5)).is_some());
+}
+
+fn policy_of(tid: u32) -> u32 {
+    pacer_linux::sched::get_attr(tid).unwrap().sched_policy
+}
+
+#[test]
+#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+fn a_killed_daemon_s_guardian_and_a_stopped_daemon_give_every_thread_back() {
+    let _g = privileged();
+    let w = world();
+    let base = baseline();
+    for how in ["SIGKILL", "SIGTERM"] {
+        let mut d = daemon(&w, CONFIG);
+        let mut hold = as_user(&w, &["hold", "10"]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut reader = std::io::BufReader::new(hold.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("reserved=") {
+            line.clear();
+            assert!(std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0);
+        }
+        let tid = hold.id();
+        assert_eq!(policy_of(tid), 6, "{how}: reserved");
+        signal(d.child.id(), if how == "SIGKILL" { libc::SIGKILL } else { libc::SIGTERM });
+        d.child.wait().unwrap();
+        let start = Instant::now();
+        while policy_of(tid) == 6 {
+            assert!(start.elapsed() < Duration::from_secs(5), "{how}: thread still SCHED_DEADLINE");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let attr = pacer_linux::sched::get_attr(tid).unwrap();
+        assert_eq!((attr.sched_policy, attr.sched_flags & 1), (0, 0), "{how}: exact original back");
+        assert!(wait_total_bw(base, Duration::from_secs(5)).is_some(), "{how}: total_bw");
+        hold.kill().unwrap();
+        hold.wait().unwrap();
+        std::mem::forget(d);
+    }
+}
