@@ -23,6 +23,9 @@ pub enum What {
     /// Cost of `pacer exec` on the real kernel: wake-up tracing overhead on a program's wall
     /// time, and pacer's own CPU use while it controls 1, 10, 50 threads (needs root).
     Exec(crate::bench_exec::ExecBenchArgs),
+    /// Cost of talking to `pacer daemon`: a notification call, the round trip of a hint and of
+    /// job begin/end (median, p99), and the daemon's CPU use with 1, 10, 100 sessions (root).
+    Daemon(crate::bench_daemon::DaemonBenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -90,6 +93,7 @@ pub fn run(a: Args) -> Result<()> {
     match a.what {
         What::Period(p) => period(p),
         What::Exec(e) => crate::bench_exec::run(e),
+        What::Daemon(d) => crate::bench_daemon::run(d),
     }
 }
 

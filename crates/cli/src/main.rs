@@ -5,6 +5,7 @@ mod daemon;
 mod analyze;
 mod audio;
 mod bench;
+mod bench_daemon;
 mod bench_exec;
 mod compare;
 mod cpuset;
