@@ -17,7 +17,7 @@ pub mod predictor;
 pub mod supervisor;
 pub mod traceio;
 
-pub use controller::{JobController, LegacyController, ProactiveController};
+pub use controller::{JobController, LegacyController, Pool, ProactiveController};
 pub use kernel::{AppEvent, Controller, DlState, FreqState, Kernel, KernelError, Origin, Tid, Wakeup};
 pub use power::{Decision, PowerManager};
 pub use predictor::{AsymmetricEwma, Ewma, MovingAverage, Percentile, Predictor, WorkUnitsTable};

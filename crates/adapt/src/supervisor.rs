@@ -468,6 +468,17 @@ pub fn apply_grants_with(
     flags: ReservationFlags,
     retry_at_minimum: bool,
 ) -> ApplyReport {
+    apply_grants_each(k, grants, |_| (flags, retry_at_minimum))
+}
+
+/// [`apply_grants_with`] with the flags and the retry choice given per grant by `terms`: a pool
+/// shared by several controllers applies all their grants in one admission-safe order, each
+/// with its own controller's terms.
+pub fn apply_grants_each(
+    k: &mut dyn Kernel,
+    grants: &[Grant],
+    terms: impl Fn(&Grant) -> (ReservationFlags, bool),
+) -> ApplyReport {
     let prev: Vec<Option<Reservation>> = grants
         .iter()
         .map(|g| match k.policy(g.id) {
@@ -487,6 +498,7 @@ pub fn apply_grants_with(
     let mut system_full = false;
     for i in order {
         let g = &grants[i];
+        let (flags, retry_at_minimum) = terms(g);
         let want = reservation_for(g, flags);
         if prev[i] == Some(want) {
             results[i] = Some(ApplyOutcome::Unchanged);

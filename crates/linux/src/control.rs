@@ -576,7 +576,7 @@ impl Session {
                 .legacy
                 .bound
                 .unwrap_or_else(|| self.kernel.dl_bandwidth_limit()),
-            allocation: self.ctl.allocation_status().cloned(),
+            allocation: self.ctl.allocation_status(),
             lost_wakeups: self.kernel.lost_wakeups(),
             exited_threads: self.exited,
             threads,

@@ -1,0 +1,344 @@
+//! The audio paper's proactive controller (adaptive-deadline-audio-android.txt §5.2): per-job
+//! normalised runtime C_m (eq. 3, [`normalised_runtime`]), per-workUnits asymmetric EWMA (eq. 4)
+//! in a [`WorkUnitsTable`], Q = m_m·C_e + m_o (eq. 5, [`audio_budget`]) on every workUnits
+//! change and every N jobs, with an overload boost after an overrun.
+
+use pacer_model::reservation::DL_MIN_RUNTIME_NS;
+use serde::Serialize;
+
+use super::budget::{audio_budget, cap_q, ceil_ns, clamp_budget, normalised_runtime};
+use super::common::{roster_methods, Roster, ThreadOptions};
+use super::pool::Seat;
+use super::ControllerError;
+use crate::kernel::{AppEvent, Controller, DlState, Kernel, Tid};
+use crate::predictor::WorkUnitsTable;
+use crate::supervisor::Compression;
+
+/// Parameters of the [`ProactiveController`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProactiveConfig {
+    /// Bandwidth cap per thread, and the runtime assumed while nothing is known (the empty-table
+    /// case: "the maximum computing time, corresponding to a configurable constant bandwidth",
+    /// 0.94 in the paper's experiments).
+    pub max_bandwidth: f64,
+    /// m_m ≥ 1 of eq. 5 (default 1.1).
+    pub margin_mult: f64,
+    /// m_o ≥ 0 of eq. 5, ns (default 0).
+    pub margin_offset_ns: u64,
+    /// Recompute Q every this many jobs (the paper: 30 bursts).
+    pub update_every: u32,
+    /// Overload boost factor ≥ 1 (default 1.25): see [`ProactiveController`].
+    pub overload_boost: f64,
+    /// Eq. 4 smoothing constants (default 0.95 rising, 0.1 falling).
+    pub rise: f64,
+    pub fall: f64,
+    /// Smallest budget, ns (≥ 1024).
+    pub min_budget_ns: u64,
+    pub reclaim: bool,
+    /// Σ Q/P available (CPUs); `None` = the kernel's admission limit.
+    pub bound: Option<f64>,
+    pub compression: Compression,
+    /// Optional periodic activation (ns): only (re)applies pending reservations; the controller is
+    /// event-driven.
+    pub tick_ns: Option<u64>,
+}
+
+impl Default for ProactiveConfig {
+    fn default() -> Self {
+        ProactiveConfig {
+            max_bandwidth: 0.94,
+            margin_mult: 1.1,
+            margin_offset_ns: 0,
+            update_every: 30,
+            overload_boost: 1.25,
+            rise: 0.95,
+            fall: 0.1,
+            min_budget_ns: DL_MIN_RUNTIME_NS,
+            reclaim: false,
+            bound: None,
+            compression: Compression::Proportional,
+            tick_ns: None,
+        }
+    }
+}
+
+impl ProactiveConfig {
+    pub fn validate(&self) -> Result<(), ControllerError> {
+        let bad = |m: &str| Err(ControllerError::Config(m.to_string()));
+        if !(self.max_bandwidth > 0.0 && self.max_bandwidth <= 1.0) {
+            return bad("max_bandwidth must be in (0, 1]");
+        }
+        if !(self.margin_mult.is_finite() && self.margin_mult >= 1.0) {
+            return bad("m_m (margin_mult) must be ≥ 1 (eq. 5)");
+        }
+        if !(self.overload_boost.is_finite() && self.overload_boost >= 1.0) {
+            return bad("overload_boost must be ≥ 1");
+        }
+        if self.update_every == 0 {
+            return bad("update_every must be ≥ 1");
+        }
+        if self.min_budget_ns < DL_MIN_RUNTIME_NS {
+            return bad("min_budget_ns must be ≥ 1024 ns");
+        }
+        if self.tick_ns == Some(0) {
+            return bad("tick_ns must be > 0");
+        }
+        WorkUnitsTable::with_alphas(0, self.rise, self.fall)?;
+        Ok(())
+    }
+}
+
+/// How a job's runtime was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// Eq. 3 from the SCHED_DEADLINE state (frequency- and capacity-normalised by the kernel).
+    Normalised,
+    /// CPU-time difference (no deadline state at begin or end: not yet reserved).
+    CpuTime,
+}
+
+/// Status of one thread of the [`ProactiveController`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProactiveThreadStatus {
+    pub tid: Tid,
+    pub period_ns: u64,
+    /// Current workUnits.
+    pub units: u64,
+    /// C_e for the current workUnits (ns).
+    pub estimate_ns: u64,
+    /// The last job's C_m (ns) and how it was measured.
+    pub last_runtime_ns: Option<u64>,
+    pub last_measure: Option<Measure>,
+    pub requested_ns: Option<u64>,
+    pub budget_ns: Option<u64>,
+    pub jobs: u64,
+    /// Jobs with C_m > Q (the budget in force).
+    pub overruns: u64,
+    pub boosted: bool,
+    pub table_entries: usize,
+    pub admission_refusals: u64,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct OpenJob {
+    dl: Option<DlState>,
+    cpu: u64,
+    units: u64,
+}
+
+#[derive(Debug, Clone)]
+struct ProactiveThread {
+    period: u64,
+    opts: ThreadOptions,
+    table: WorkUnitsTable,
+    units: u64,
+    open: Option<OpenJob>,
+    jobs: u64,
+    since_update: u32,
+    boosted: bool,
+    last_cm: Option<(u64, Measure)>,
+    overruns: u64,
+    request: Option<u64>,
+    started: bool,
+}
+
+/// The audio paper's adaptive controller (adaptive-deadline-audio-android.txt §5.2).
+///
+/// Per job: C_m by eq. 3 when the deadline state is available at begin and end (using the budget
+/// in force at the job's end: a runtime change takes effect at the next replenishment, which is
+/// what the postponement term counts), else the CPU-time difference. C_m updates the eq. 4 EWMA of
+/// the workUnits value in force when the job began. Q = m_m·C_e + m_o (eq. 5), capped at
+/// `max_bandwidth`·T, is recomputed immediately on every workUnits event and every
+/// `update_every` jobs. The period T is the application's (configured per thread).
+///
+/// **Overload boost.** A job with C_m > Q overran its budget (its deadline was postponed, eq. 3's
+/// last term). The EWMA already jumps most of the way (α = 0.95), but waiting up to N jobs for the
+/// next update would leave the budget short meanwhile, so an overrun triggers an immediate update
+/// with Q = `overload_boost`·(m_m·C_e + m_o); the boost stays until the next regular update (N
+/// jobs later, or a workUnits event), which drops it unless another overrun happened.
+#[derive(Debug)]
+pub struct ProactiveController {
+    cfg: ProactiveConfig,
+    roster: Roster<ProactiveThread>,
+}
+
+impl ProactiveController {
+    pub fn new(cfg: ProactiveConfig) -> Result<Self, ControllerError> {
+        cfg.validate()?;
+        let roster = Roster::new(
+            cfg.max_bandwidth,
+            cfg.min_budget_ns,
+            cfg.bound,
+            cfg.compression,
+            cfg.reclaim,
+            true,
+        );
+        Ok(ProactiveController { cfg, roster })
+    }
+
+    roster_methods!(ProactiveThreadStatus, |_, _, _| {});
+
+    pub fn config(&self) -> &ProactiveConfig {
+        &self.cfg
+    }
+
+    /// Controls a thread whose application period (and deadline) is `period_ns`.
+    pub fn add_thread(
+        &mut self,
+        tid: Tid,
+        period_ns: u64,
+        opts: ThreadOptions,
+    ) -> Result<(), ControllerError> {
+        let cfg = &self.cfg;
+        self.roster.add(tid, Some(period_ns), opts, |opts| {
+            let max = cap_q(period_ns, cfg.max_bandwidth);
+            Ok(ProactiveThread {
+                period: period_ns,
+                opts,
+                table: WorkUnitsTable::with_alphas(max, cfg.rise, cfg.fall)?,
+                units: 0,
+                open: None,
+                jobs: 0,
+                since_update: 0,
+                boosted: false,
+                last_cm: None,
+                overruns: 0,
+                request: None,
+                started: false,
+            })
+        })
+    }
+
+    pub fn status(&self) -> Vec<ProactiveThreadStatus> {
+        self.roster
+            .each()
+            .map(|(tid, th, slot)| ProactiveThreadStatus {
+                tid,
+                period_ns: th.period,
+                units: th.units,
+                estimate_ns: th.table.predict(th.units),
+                last_runtime_ns: th.last_cm.map(|c| c.0),
+                last_measure: th.last_cm.map(|c| c.1),
+                requested_ns: th.request,
+                budget_ns: slot.budget(),
+                jobs: th.jobs,
+                overruns: th.overruns,
+                boosted: th.boosted,
+                table_entries: th.table.len(),
+                admission_refusals: slot.refusals,
+                last_error: slot.last_error,
+            })
+            .collect()
+    }
+
+    /// The workUnits table of a thread.
+    pub fn table(&self, tid: Tid) -> Option<&WorkUnitsTable> {
+        self.roster.threads.get(&tid).map(|t| &t.table)
+    }
+
+    fn recompute(cfg: &ProactiveConfig, th: &mut ProactiveThread) {
+        let c_e = th.table.predict(th.units);
+        let mut q = audio_budget(c_e, cfg.margin_mult, cfg.margin_offset_ns);
+        if th.boosted {
+            q = ceil_ns(q as f64 * cfg.overload_boost);
+        }
+        th.since_update = 0;
+        th.request = Some(clamp_budget(q, cfg.min_budget_ns, th.period, cfg.max_bandwidth));
+    }
+
+    /// Saves the policy and computes a first request at first contact; true then.
+    fn start(cfg: &ProactiveConfig, seat: &Seat, k: &dyn Kernel, tid: Tid, th: &mut ProactiveThread) -> bool {
+        let fresh = seat.save_once(k, tid, &mut th.started);
+        if fresh {
+            Self::recompute(cfg, th);
+        }
+        fresh
+    }
+
+    fn reserve(&mut self, k: &mut dyn Kernel) {
+        let min = self.cfg.min_budget_ns;
+        self.roster.reserve(k, |tid, th| {
+            th.started
+                .then_some(th.request)
+                .flatten()
+                .map(|q| th.opts.request(tid, q, th.period, min))
+        });
+    }
+}
+
+impl Controller for ProactiveController {
+    fn period(&self) -> Option<u64> {
+        self.cfg.tick_ns
+    }
+
+    fn tick(&mut self, k: &mut dyn Kernel) {
+        let cfg = &self.cfg;
+        let seat = &self.roster.seat;
+        for (&tid, th) in self.roster.threads.iter_mut() {
+            Self::start(cfg, seat, &*k, tid, th);
+        }
+        self.reserve(k);
+    }
+
+    fn on_app_event(&mut self, ev: &AppEvent, k: &mut dyn Kernel) {
+        let tid = match *ev {
+            AppEvent::WorkUnits { thread, .. }
+            | AppEvent::JobBegin { thread, .. }
+            | AppEvent::JobEnd { thread, .. } => thread,
+        };
+        let cfg = &self.cfg;
+        let seat = &self.roster.seat;
+        let Some(th) = self.roster.threads.get_mut(&tid) else {
+            return;
+        };
+        if seat.gone(tid) {
+            return;
+        }
+        let mut changed = Self::start(cfg, seat, &*k, tid, th);
+        match *ev {
+            AppEvent::WorkUnits { units, .. } => {
+                // eq. 5 "every time the application updates the workUnits number".
+                th.units = units;
+                th.boosted = false;
+                Self::recompute(cfg, th);
+                changed = true;
+            }
+            AppEvent::JobBegin { dl, cpu_time, .. } => {
+                th.open = Some(OpenJob {
+                    dl,
+                    cpu: cpu_time,
+                    units: th.units,
+                });
+            }
+            AppEvent::JobEnd { dl, cpu_time, .. } => {
+                let Some(job) = th.open.take() else { return };
+                let q_now = seat.applied(tid).map(|a| a.0);
+                let (c_m, how) = match (job.dl, dl, q_now) {
+                    (Some(a), Some(b), Some(q)) => {
+                        (normalised_runtime(a, b, q, th.period), Measure::Normalised)
+                    }
+                    _ => (cpu_time.saturating_sub(job.cpu), Measure::CpuTime),
+                };
+                th.table.observe(job.units, c_m);
+                th.last_cm = Some((c_m, how));
+                th.jobs += 1;
+                th.since_update += 1;
+                if q_now.is_some_and(|q| c_m > q) {
+                    th.overruns += 1;
+                    th.boosted = true;
+                    Self::recompute(cfg, th);
+                    changed = true;
+                } else if th.since_update >= cfg.update_every {
+                    th.boosted = false;
+                    Self::recompute(cfg, th);
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.reserve(k);
+        }
+    }
+}
