@@ -294,3 +294,50 @@ fn a_killed_daemon_s_guardian_and_a_stopped_daemon_give_every_thread_back() {
         std::mem::forget(d);
     }
 }
+
+/// A thread of this test process that only sleeps until told to stop.
+fn sleeper() -> (u32, std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        tid_tx.send(pacer::gettid()).unwrap();
+        let _ = stop_rx.recv();
+    });
+    (tid_rx.recv().unwrap(), stop_tx, h)
+}
+
+#[test]
+#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+fn one_supervisor_compresses_every_clients_sessions_into_the_bound() {
+    let _g = privileged();
+    let w = world();
+    let base = baseline();
+    let _d = daemon(&w, "bound = 0.3\n");
+    let (a, stop_a, ha) = sleeper();
+    let (b, stop_b, hb) = sleeper();
+    // Two clients (two connections), each a session whose proactive controller starts at its
+    // ceiling: 0.25 + 0.25 CPU requested, 0.3 granted in all, proportionally.
+    let c1 = pacer::Client::connect_to(&w.socket).unwrap();
+    let c2 = pacer::Client::connect_to(&w.socket).unwrap();
+    let opts = |t| pacer::SessionOptions::new(&[t], 10_000_000).max_bandwidth(0.25);
+    let s1 = c1.session_with(&opts(a)).unwrap();
+    let s2 = c2.session_with(&opts(b)).unwrap();
+    let runtime = |t: u32| pacer_linux::sched::get_attr(t).unwrap().sched_runtime;
+    let (ra, rb) = (runtime(a), runtime(b));
+    eprintln!("two sessions of 0.25 CPU under a bound of 0.3: {ra} ns and {rb} ns per 10 ms");
+    assert!((ra + rb) as f64 <= 0.3 * 10e6 + 2.0, "Σ {} ns exceeds the bound", ra + rb);
+    assert!(ra.abs_diff(rb) <= 1, "compressed alike: {ra} vs {rb}");
+    assert!(ra >= 1_400_000, "{ra}");
+    let v: serde_json::Value =
+        serde_json::from_str(&c1.status_json().unwrap()).unwrap();
+    assert_eq!(v["allocation"]["status"], "compressed", "{v}");
+    // One client leaves: the other gets its whole request.
+    s2.close().unwrap();
+    assert_eq!(runtime(a), 2_500_000, "the freed share goes to the session left");
+    drop(s1);
+    for (s, h) in [(stop_a, ha), (stop_b, hb)] {
+        s.send(()).unwrap();
+        h.join().unwrap();
+    }
+    assert!(wait_total_bw(base, Duration::from_secs(5)).is_some());
+}

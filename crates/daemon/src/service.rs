@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use pacer_adapt::controller::{JobConfig, ProactiveConfig, ThreadOptions};
 use pacer_adapt::{
-    AppEvent, Controller, DlState, FreqState, JobController, Kernel, KernelError, ProactiveController, Tid,
+    AppEvent, Compression, Controller, DlState, FreqState, JobController, Kernel, KernelError, Pool,
+    ProactiveController, Tid,
 };
 use pacer_linux::guardian::Guardian;
 use pacer_linux::kernel::LinuxKernel;
@@ -224,6 +225,9 @@ pub type GuardianFactory = Box<dyn FnMut() -> Result<Guardian, pacer_linux::sche
 pub struct Service {
     cfg: Config,
     kernel: DaemonKernel,
+    /// One supervisor for every session of every client: Σ Q/P within the bound, compression
+    /// proportional across clients (each session's controller reserves through it).
+    pool: Pool,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<u32, Session>,
     next_session: u32,
@@ -248,6 +252,7 @@ impl Service {
         let kernel = DaemonKernel::default();
         let now = kernel.now();
         Service {
+            pool: Pool::new(cfg.bound, Compression::Proportional),
             cfg,
             kernel,
             conns: BTreeMap::new(),
@@ -604,14 +609,20 @@ impl Service {
                     bound: self.cfg.bound,
                     ..ProactiveConfig::default()
                 })
+                .and_then(|c| c.with_pool(&self.pool))
                 .map_err(|e| invalid(e.to_string()))?,
             ),
             ControllerKind::Job => Ctl::Job(
                 JobController::new(JobConfig {
                     max_bandwidth: ceiling,
                     bound: self.cfg.bound,
+                    // GRUB: a job longer than its budget may use bandwidth nobody else uses
+                    // instead of waiting for the next period (the percentile follows a step up
+                    // within a few jobs; reclaiming keeps those jobs on time when there is room).
+                    reclaim: true,
                     ..JobConfig::default()
                 })
+                .and_then(|c| c.with_pool(&self.pool))
                 .map_err(|e| invalid(e.to_string()))?,
             ),
         };
@@ -673,6 +684,12 @@ impl Service {
     }
 
     fn close_session(&mut self, id: u32) {
+        self.end_session(id);
+        // The freed share goes to the sessions left (their next grants).
+        self.pool.reallocate(&mut self.kernel);
+    }
+
+    fn end_session(&mut self, id: u32) {
         let Some(mut s) = self.sessions.remove(&id) else { return };
         for (tid, r) in s.ctl.release(&mut self.kernel) {
             if let Err(e) = r {
@@ -698,8 +715,12 @@ impl Service {
     /// The connection closed (or its process died): its sessions are released at once.
     pub fn disconnect(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.remove(&conn) {
+            let any = !c.sessions.is_empty();
             for id in c.sessions {
-                self.close_session(id);
+                self.end_session(id);
+            }
+            if any && !self.sessions.is_empty() {
+                self.pool.reallocate(&mut self.kernel);
             }
         }
     }
@@ -788,10 +809,11 @@ impl Service {
 
     /// Gives every thread back (daemon shutdown) and tells the guardian it is done.
     pub fn shutdown(&mut self) -> Vec<String> {
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
-        for c in conns {
-            self.disconnect(c);
+        let ids: Vec<u32> = self.sessions.keys().copied().collect();
+        for id in ids {
+            self.end_session(id);
         }
+        self.conns.clear();
         let failed = self.take_notices();
         if let Some(g) = self.guardian.take() {
             if failed.is_empty() {
@@ -870,6 +892,7 @@ impl Service {
             pid: std::process::id(),
             uptime_ns: now.saturating_sub(self.start_ns),
             bound: self.cfg.bound.unwrap_or_else(|| self.kernel.dl_bandwidth_limit()),
+            allocation: self.pool.allocation_status(),
             reserved_bandwidth: reserved,
             connections: self.conns.len(),
             guardian: self.guardian.as_ref().map(|g| g.pid()),
@@ -895,6 +918,8 @@ pub struct DaemonStatus {
     pub bound: f64,
     /// Σ Q/P in place now.
     pub reserved_bandwidth: f64,
+    /// The shared supervisor's verdict at its last allocation (full, compressed, infeasible).
+    pub allocation: Option<pacer_adapt::supervisor::AllocationStatus>,
     pub connections: usize,
     pub guardian: Option<u32>,
     pub users: Vec<UserStatus>,
