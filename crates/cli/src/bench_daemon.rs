@@ -23,7 +23,9 @@ use crate::analyze::parse_duration;
 use crate::table::Table;
 
 #[derive(clap::Args)]
-#[command(after_help = "Needs root (it starts a daemon). Example: sudo pacer bench daemon --sessions 1,10,100")]
+#[command(
+    after_help = "Needs root (it starts a daemon). Example: sudo pacer bench daemon --sessions 1,10,100"
+)]
 pub struct DaemonBenchArgs {
     /// Round trips measured per kind.
     #[arg(long, default_value_t = 2000, value_parser = crate::count_in::<10, 1_000_000>)]
@@ -143,7 +145,9 @@ impl Raw {
             s: std::os::unix::net::UnixStream::connect(socket)?,
             reader: pacer_daemon::protocol::FrameReader::new(pacer_daemon::protocol::MAX_REPLY),
         };
-        r.call(&Request::Hello { version: pacer_daemon::protocol::VERSION })?;
+        r.call(&Request::Hello {
+            version: pacer_daemon::protocol::VERSION,
+        })?;
         Ok(r)
     }
     fn send(&mut self, req: &Request) -> Result<()> {
@@ -240,7 +244,10 @@ fn busy(ns: u64) {
 }
 
 fn cpu_now() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec into the valid pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -259,7 +266,9 @@ fn daemon_cpu(socket: &Path, pid: u32, n: usize, a: &DaemonBenchArgs) -> Result<
     let period = a.period.0;
     let work = a.work.0;
     // Each session's ceiling leaves room for all of them in the admission limit.
-    let ceiling = (1.0 / n as f64).clamp(0.002, 0.25).max(2.0 * work as f64 / period as f64);
+    let ceiling = (1.0 / n as f64)
+        .clamp(0.002, 0.25)
+        .max(2.0 * work as f64 / period as f64);
     let run_start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(Barrier::new(n + 1));
@@ -270,14 +279,15 @@ fn daemon_cpu(socket: &Path, pid: u32, n: usize, a: &DaemonBenchArgs) -> Result<
         let stop = stop.clone();
         let ready = ready.clone();
         handles.push(std::thread::spawn(move || -> Result<(u64, u64)> {
-            let s = client.session_with(&SessionOptions::new(&[pacer::gettid()], period).max_bandwidth(ceiling));
+            let s =
+                client.session_with(&SessionOptions::new(&[pacer::gettid()], period).max_bandwidth(ceiling));
             ready.wait();
             let s = s?;
             let mut jobs = 0u64;
             let mut refused = 0u64;
             let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
-                if jobs % 30 == 0 && s.hint_work_units(1 + (jobs / 30 % 3) as u32).is_err() {
+                if jobs.is_multiple_of(30) && s.hint_work_units(1 + (jobs / 30 % 3) as u32).is_err() {
                     refused += 1;
                 }
                 refused += u64::from(s.job_begin().is_err());
@@ -306,7 +316,9 @@ fn daemon_cpu(socket: &Path, pid: u32, n: usize, a: &DaemonBenchArgs) -> Result<
     let mut jobs = 0;
     let mut refused = 0;
     for h in handles {
-        let (j, r) = h.join().map_err(|_| anyhow::anyhow!("a session thread panicked"))??;
+        let (j, r) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("a session thread panicked"))??;
         jobs += j;
         refused += r;
     }
@@ -324,7 +336,10 @@ fn daemon_cpu(socket: &Path, pid: u32, n: usize, a: &DaemonBenchArgs) -> Result<
 }
 
 pub fn run(a: DaemonBenchArgs) -> Result<()> {
-    crate::require_root("pacer bench daemon", "it starts a daemon that sets SCHED_DEADLINE")?;
+    crate::require_root(
+        "pacer bench daemon",
+        "it starts a daemon that sets SCHED_DEADLINE",
+    )?;
     if a.sessions.iter().any(|&n| n == 0 || n > 1000) {
         bail!("--sessions: expected counts between 1 and 1000");
     }
@@ -354,9 +369,19 @@ pub fn run(a: DaemonBenchArgs) -> Result<()> {
     let us = |ns: u64| format!("{:.1} µs", ns as f64 / 1e3);
     let mut t = Table::new(&["what", "samples", "median", "p99", "max"]);
     for l in &report.latency {
-        t.push(vec![l.what.into(), l.samples.to_string(), us(l.median_ns), us(l.p99_ns), us(l.max_ns)]);
+        t.push(vec![
+            l.what.into(),
+            l.samples.to_string(),
+            us(l.median_ns),
+            us(l.p99_ns),
+            us(l.max_ns),
+        ]);
     }
-    println!("Client calls against pacer daemon ({}):\n{}", report.daemon_priority, t.render());
+    println!(
+        "Client calls against pacer daemon ({}):\n{}",
+        report.daemon_priority,
+        t.render()
+    );
     let mut t = Table::new(&["sessions", "jobs/s", "messages/s", "daemon CPU", "refused"]);
     for r in &report.daemon_cpu {
         t.push(vec![

@@ -96,14 +96,20 @@ pub fn run(args: Args) -> Result<u8> {
         .context("setting the daemon's own SCHED_FIFO priority (rt_priority)")?;
     }
     let guardian = crate::exec::start_guardian().context("starting the guardian process")?;
-    let service = Service::new(cfg.clone(), Some(guardian), Some(Box::new(crate::exec::start_guardian)));
+    let service = Service::new(
+        cfg.clone(),
+        Some(guardian),
+        Some(Box::new(crate::exec::start_guardian)),
+    );
     let listener = Listener::bind(&cfg.socket, cfg.mode().unwrap_or(0o666))?;
     eprintln!(
         "pacer daemon: listening on {} (PID {}, bound {}, {}); stop with Ctrl-C or SIGTERM",
         cfg.socket.display(),
         std::process::id(),
         cfg.bound
-            .map_or("the kernel's admission limit".to_string(), |b| format!("{b} CPUs")),
+            .map_or("the kernel's admission limit".to_string(), |b| format!(
+                "{b} CPUs"
+            )),
         if cfg.rt_priority == 0 {
             "SCHED_OTHER".to_string()
         } else {
@@ -159,22 +165,47 @@ pub fn status(args: StatusArgs) -> Result<u8> {
         f(&v["bound"]),
         v["guardian"].as_u64().map_or("none".to_string(), |p| format!("PID {p}"))
     );
-    let mut users = Table::new(&["uid", "user", "limits", "quota CPU", "held CPU", "sessions", "max sessions", "min period"]);
+    let mut users = Table::new(&[
+        "uid",
+        "user",
+        "limits",
+        "quota CPU",
+        "held CPU",
+        "sessions",
+        "max sessions",
+        "min period",
+    ]);
     for u in v["users"].as_array().into_iter().flatten() {
         let q = &u["quota"];
         users.push(vec![
             u["uid"].to_string(),
             u["name"].as_str().unwrap_or("-").to_string(),
             q["source"].as_str().unwrap_or("-").to_string(),
-            q["bandwidth"].as_f64().map_or("unlimited".into(), |b| format!("{b:.3}")),
+            q["bandwidth"]
+                .as_f64()
+                .map_or("unlimited".into(), |b| format!("{b:.3}")),
             f(&u["held_bandwidth"]),
             u["sessions"].to_string(),
-            q["sessions"].as_u64().map_or("unlimited".into(), |s| s.to_string()),
+            q["sessions"]
+                .as_u64()
+                .map_or("unlimited".into(), |s| s.to_string()),
             format!("{:.3} ms", q["min_period_ns"].as_f64().unwrap_or(0.0) / 1e6),
         ]);
     }
     println!("\n{}", users.render());
-    let mut t = Table::new(&["session", "pid", "uid", "controller", "period", "thread", "budget", "reserved", "used", "jobs", "hints"]);
+    let mut t = Table::new(&[
+        "session",
+        "pid",
+        "uid",
+        "controller",
+        "period",
+        "thread",
+        "budget",
+        "reserved",
+        "used",
+        "jobs",
+        "hints",
+    ]);
     for s in v["sessions"].as_array().into_iter().flatten() {
         for th in s["threads"].as_array().into_iter().flatten() {
             t.push(vec![
@@ -184,7 +215,9 @@ pub fn status(args: StatusArgs) -> Result<u8> {
                 s["controller"].as_str().unwrap_or("-").to_lowercase(),
                 format!("{:.3} ms", s["period_ns"].as_f64().unwrap_or(0.0) / 1e6),
                 th["tid"].to_string(),
-                th["budget_ns"].as_f64().map_or("-".into(), |q| format!("{:.3} ms", q / 1e6)),
+                th["budget_ns"]
+                    .as_f64()
+                    .map_or("-".into(), |q| format!("{:.3} ms", q / 1e6)),
                 f(&th["reserved_bandwidth"]),
                 f(&th["used_bandwidth"]),
                 s["jobs"].to_string(),

@@ -1,7 +1,6 @@
 //! `pacer`: adaptive real-time scheduling toolkit. Thin subcommands over the library crates; no
 //! algorithm lives here (see ../../../../shared/DESIGN.md, "Layout").
 
-mod daemon;
 mod analyze;
 mod audio;
 mod bench;
@@ -9,6 +8,7 @@ mod bench_daemon;
 mod bench_exec;
 mod compare;
 mod cpuset;
+mod daemon;
 mod demo;
 mod doctor;
 mod exec;

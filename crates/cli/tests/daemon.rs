@@ -49,15 +49,26 @@ fn client_user() -> (u32, u32) {
     };
     if lookup("pacer-ci").is_none() {
         let _ = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "pacer-ci"])
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                "pacer-ci",
+            ])
             .status();
     }
-    lookup("pacer-ci").or_else(|| lookup("nobody")).expect("an unprivileged user")
+    lookup("pacer-ci")
+        .or_else(|| lookup("nobody"))
+        .expect("an unprivileged user")
 }
 
 /// The directory with `libpacer.so` next to the binary under test.
 fn lib_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_pacer")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_BIN_EXE_pacer"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 struct World {
@@ -92,7 +103,11 @@ fn world() -> World {
         .arg(format!("-Wl,-rpath,{}", dir.path().display()))
         .output()
         .unwrap();
-    assert!(out.status.success(), "cc: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for f in [&lib, &program] {
         std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
@@ -125,7 +140,10 @@ fn daemon(w: &World, config: &str) -> Daemon {
         .unwrap();
     let start = Instant::now();
     while std::os::unix::net::UnixStream::connect(&w.socket).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10), "the daemon did not start listening");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the daemon did not start listening"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     Daemon { child }
@@ -154,7 +172,10 @@ fn privileged() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
-#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_the_daemon() {
     let _g = privileged();
     let w = world();
@@ -163,14 +184,21 @@ fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_
     let out = as_user(&w, &["run", "10", "40"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}");
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let f = fields(&text);
     assert_eq!(f["in_process"], "0", "went through the daemon");
     assert_eq!(f["policy"], "6", "SCHED_DEADLINE");
     let light: u64 = f["light_runtime_ns"].parse().unwrap();
     let heavy: u64 = f["heavy_runtime_ns"].parse().unwrap();
     // 1 unit = 0.4 ms of CPU, learned over 40 jobs; 4 units are announced: Q ≈ 4 × 1.1 × C_e(1).
-    assert!(heavy > 3 * light, "budget {light} ns -> {heavy} ns after the 4-unit hint");
+    assert!(
+        heavy > 3 * light,
+        "budget {light} ns -> {heavy} ns after the 4-unit hint"
+    );
     // Over the quota (0.5 CPU for this user): a clear refusal.
     let out = as_user(&w, &["quota", "10", "0.6"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -186,7 +214,11 @@ fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert!(
-        v["refusals"].as_array().unwrap().iter().any(|r| r["code"] == "Quota"),
+        v["refusals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["code"] == "Quota"),
         "{v}"
     );
     drop(d);
@@ -198,13 +230,19 @@ fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_
 }
 
 #[test]
-#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn a_killed_client_gives_its_bandwidth_back_within_100ms_and_the_next_client_is_served() {
     let _g = privileged();
     let w = world();
     let base = baseline();
     let _d = daemon(&w, CONFIG);
-    let mut hold = as_user(&w, &["hold", "10"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut hold = as_user(&w, &["hold", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut reader = std::io::BufReader::new(hold.stdout.take().unwrap());
     let mut line = String::new();
     loop {
@@ -220,7 +258,10 @@ fn a_killed_client_gives_its_bandwidth_back_within_100ms_and_the_next_client_is_
     let killed = Instant::now();
     hold.wait().unwrap();
     let back = wait_total_bw(base, Duration::from_secs(2));
-    eprintln!("total_bw back at baseline {back:?} after kill -9 (waited for the exit {:?})", killed.elapsed());
+    eprintln!(
+        "total_bw back at baseline {back:?} after kill -9 (waited for the exit {:?})",
+        killed.elapsed()
+    );
     let back = back.unwrap_or_else(|| panic!("total_bw {} != baseline {base}", total_bw()));
     assert!(back <= Duration::from_millis(100), "total_bw back after {back:?}");
     // The daemon noticed and serves the next client.
@@ -236,7 +277,10 @@ fn a_killed_client_gives_its_bandwidth_back_within_100ms_and_the_next_client_is_
 }
 
 #[test]
-#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn the_same_c_program_works_in_process_as_root_without_a_daemon() {
     let _g = privileged();
     let w = world();
@@ -248,13 +292,20 @@ fn the_same_c_program_works_in_process_as_root_without_a_daemon() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(fields(&text)["in_process"], "1");
     // And an unprivileged user without a daemon gets a clear error, not a crash.
     let out = as_user(&w, &["run", "10", "5"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success());
-    assert!(text.contains("error=connect code=-20") && text.contains("is `pacer daemon` running"), "{text}");
+    assert!(
+        text.contains("error=connect code=-20") && text.contains("is `pacer daemon` running"),
+        "{text}"
+    );
     assert!(wait_total_bw(base, Duration::from_secs(5)).is_some());
 }
 
@@ -263,14 +314,20 @@ fn policy_of(tid: u32) -> u32 {
 }
 
 #[test]
-#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn a_killed_daemon_s_guardian_and_a_stopped_daemon_give_every_thread_back() {
     let _g = privileged();
     let w = world();
     let base = baseline();
     for how in ["SIGKILL", "SIGTERM"] {
         let mut d = daemon(&w, CONFIG);
-        let mut hold = as_user(&w, &["hold", "10"]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut hold = as_user(&w, &["hold", "10"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut reader = std::io::BufReader::new(hold.stdout.take().unwrap());
         let mut line = String::new();
         while !line.starts_with("reserved=") {
@@ -279,16 +336,33 @@ fn a_killed_daemon_s_guardian_and_a_stopped_daemon_give_every_thread_back() {
         }
         let tid = hold.id();
         assert_eq!(policy_of(tid), 6, "{how}: reserved");
-        signal(d.child.id(), if how == "SIGKILL" { libc::SIGKILL } else { libc::SIGTERM });
+        signal(
+            d.child.id(),
+            if how == "SIGKILL" {
+                libc::SIGKILL
+            } else {
+                libc::SIGTERM
+            },
+        );
         d.child.wait().unwrap();
         let start = Instant::now();
         while policy_of(tid) == 6 {
-            assert!(start.elapsed() < Duration::from_secs(5), "{how}: thread still SCHED_DEADLINE");
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{how}: thread still SCHED_DEADLINE"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         let attr = pacer_linux::sched::get_attr(tid).unwrap();
-        assert_eq!((attr.sched_policy, attr.sched_flags & 1), (0, 0), "{how}: exact original back");
-        assert!(wait_total_bw(base, Duration::from_secs(5)).is_some(), "{how}: total_bw");
+        assert_eq!(
+            (attr.sched_policy, attr.sched_flags & 1),
+            (0, 0),
+            "{how}: exact original back"
+        );
+        assert!(
+            wait_total_bw(base, Duration::from_secs(5)).is_some(),
+            "{how}: total_bw"
+        );
         hold.kill().unwrap();
         hold.wait().unwrap();
         std::mem::forget(d);
@@ -307,7 +381,10 @@ fn sleeper() -> (u32, std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) 
 }
 
 #[test]
-#[cfg_attr(not(pacer_privileged), ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1")]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
 fn one_supervisor_compresses_every_clients_sessions_into_the_bound() {
     let _g = privileged();
     let w = world();
@@ -325,11 +402,14 @@ fn one_supervisor_compresses_every_clients_sessions_into_the_bound() {
     let runtime = |t: u32| pacer_linux::sched::get_attr(t).unwrap().sched_runtime;
     let (ra, rb) = (runtime(a), runtime(b));
     eprintln!("two sessions of 0.25 CPU under a bound of 0.3: {ra} ns and {rb} ns per 10 ms");
-    assert!((ra + rb) as f64 <= 0.3 * 10e6 + 2.0, "Σ {} ns exceeds the bound", ra + rb);
+    assert!(
+        (ra + rb) as f64 <= 0.3 * 10e6 + 2.0,
+        "Σ {} ns exceeds the bound",
+        ra + rb
+    );
     assert!(ra.abs_diff(rb) <= 1, "compressed alike: {ra} vs {rb}");
     assert!(ra >= 1_400_000, "{ra}");
-    let v: serde_json::Value =
-        serde_json::from_str(&c1.status_json().unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&c1.status_json().unwrap()).unwrap();
     assert_eq!(v["allocation"]["status"], "compressed", "{v}");
     // One client leaves: the other gets its whole request.
     s2.close().unwrap();

@@ -73,11 +73,13 @@ pub unsafe extern "C" fn pacer_connect(socket_path: *const c_char) -> *mut Pacer
 /// The in-process service, explicitly (needs root or CAP_SYS_NICE).
 #[no_mangle]
 pub extern "C" fn pacer_connect_in_process() -> *mut PacerClient {
-    guard(std::ptr::null_mut(), || match Client::in_process(Default::default()) {
-        Ok(c) => Box::into_raw(Box::new(PacerClient(c))),
-        Err(e) => {
-            remember(&e);
-            std::ptr::null_mut()
+    guard(std::ptr::null_mut(), || {
+        match Client::in_process(Default::default()) {
+            Ok(c) => Box::into_raw(Box::new(PacerClient(c))),
+            Err(e) => {
+                remember(&e);
+                std::ptr::null_mut()
+            }
         }
     })
 }
@@ -173,19 +175,24 @@ pub unsafe extern "C" fn pacer_session_create_ex(
     let kind = match controller {
         0 => Controller::Proactive,
         1 => Controller::Job,
-        k => return fail(Error::Invalid(format!("controller {k} is not 0 (proactive) or 1 (job)"))),
+        k => {
+            return fail(Error::Invalid(format!(
+                "controller {k} is not 0 (proactive) or 1 (job)"
+            )))
+        }
     };
     let mut o = SessionOptions::new(&list, period).controller(kind);
     if max_bandwidth != 0.0 {
         o = o.max_bandwidth(max_bandwidth);
     }
     let client = &client.0;
-    guard(std::ptr::null_mut(), std::panic::AssertUnwindSafe(|| {
-        match client.session_with(&o) {
+    guard(
+        std::ptr::null_mut(),
+        std::panic::AssertUnwindSafe(|| match client.session_with(&o) {
             Ok(s) => Box::into_raw(Box::new(PacerSession(s))),
             Err(e) => fail(e),
-        }
-    }))
+        }),
+    )
 }
 
 /// The coming jobs do `work_units` units (notification: no reply, no allocation).
@@ -276,7 +283,9 @@ pub unsafe extern "C" fn pacer_boost(c: *mut PacerClient, tid: libc::pid_t, dura
         return remember(&Error::Invalid("NULL client".into()));
     };
     let (Ok(tid), Ok(d)) = (u32::try_from(tid), u64::try_from(duration_ns)) else {
-        return remember(&Error::Invalid(format!("tid {tid} / duration {duration_ns} out of range")));
+        return remember(&Error::Invalid(format!(
+            "tid {tid} / duration {duration_ns} out of range"
+        )));
     };
     status(client.0.boost(tid, d).map(|_| ()))
 }

@@ -169,7 +169,9 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("welcome", &self.inner.welcome).finish()
+        f.debug_struct("Client")
+            .field("welcome", &self.inner.welcome)
+            .finish()
     }
 }
 
@@ -299,7 +301,9 @@ impl Client {
             }
             other => return Err(unexpected(&other)),
         }
-        Ok(Client { inner: Arc::new(inner) })
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
     }
 
     /// What the daemon said at connection (its PID, the caller's quota).
@@ -317,7 +321,10 @@ impl Client {
     fn round_trip_on(inner: &Inner, req: &Request) -> Result<Reply, Error> {
         let frame = protocol::encode(req).map_err(|e| Error::Invalid(e.to_string()))?;
         let timeout = inner.timeout.lock().map(|g| *g).unwrap_or(Duration::from_secs(5));
-        let mut rt = inner.rt.lock().map_err(|_| Error::Protocol("a previous call panicked".into()))?;
+        let mut rt = inner
+            .rt
+            .lock()
+            .map_err(|_| Error::Protocol("a previous call panicked".into()))?;
         write_all(&inner.stream, &frame, timeout)?;
         let deadline = std::time::Instant::now() + timeout;
         let mut buf = vec![0u8; 64 * 1024];
@@ -331,7 +338,9 @@ impl Client {
                     };
                 }
                 Some(Frame::Oversized(n)) => {
-                    return Err(Error::Protocol(format!("a reply of {n} bytes exceeds {MAX_REPLY}")))
+                    return Err(Error::Protocol(format!(
+                        "a reply of {n} bytes exceeds {MAX_REPLY}"
+                    )))
                 }
                 None => {}
             }
@@ -418,7 +427,11 @@ impl Client {
     /// Every earlier notification applied; reports the refused ones.
     pub fn sync(&self) -> Result<SyncReport, Error> {
         let seq = {
-            let mut rt = self.inner.rt.lock().map_err(|_| Error::Protocol("poisoned".into()))?;
+            let mut rt = self
+                .inner
+                .rt
+                .lock()
+                .map_err(|_| Error::Protocol("poisoned".into()))?;
             rt.seq = rt.seq.wrapping_add(1);
             rt.seq
         };
@@ -455,7 +468,11 @@ fn unexpected(r: &Reply) -> Error {
 }
 
 fn wait_fd(fd: i32, events: i16, timeout: Duration) -> Result<bool, Error> {
-    let mut pfd = libc::pollfd { fd, events, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
     let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
     loop {
         // SAFETY: one valid pollfd.
@@ -521,7 +538,10 @@ pub fn gettid() -> u32 {
 }
 
 fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec into the valid pointer.
     unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -594,7 +614,11 @@ impl Session {
     /// A job of the calling thread took `ns` (Android ADPF's actual work duration; notification).
     pub fn report_actual_work_duration(&self, ns: u64) -> Result<(), Error> {
         let tid = gettid();
-        let tid = if self.tids.contains(&tid) { tid } else { self.tids[0] };
+        let tid = if self.tids.contains(&tid) {
+            tid
+        } else {
+            self.tids[0]
+        };
         self.client.notify(&Request::ActualWork {
             session: self.id,
             tid,
@@ -610,7 +634,10 @@ impl Session {
     /// Gives the threads back (round trip).
     pub fn close(mut self) -> Result<(), Error> {
         self.closed = true;
-        match self.client.round_trip(&Request::CloseSession { session: self.id })? {
+        match self
+            .client
+            .round_trip(&Request::CloseSession { session: self.id })?
+        {
             Reply::Closed { .. } => Ok(()),
             other => Err(unexpected(&other)),
         }
@@ -620,7 +647,9 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         if !self.closed {
-            let _ = self.client.round_trip(&Request::CloseSession { session: self.id });
+            let _ = self
+                .client
+                .round_trip(&Request::CloseSession { session: self.id });
         }
     }
 }

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use pacer_model::time::Duration;
 use pacer_model::reservation::{DEFAULT_PERIOD_MAX, DEFAULT_PERIOD_MIN};
+use pacer_model::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::QuotaView;
@@ -154,7 +154,10 @@ impl Config {
             }
         }
         if self.rt_priority > 99 {
-            return Err(field("rt_priority", format!("{} is not in 0..=99", self.rt_priority)));
+            return Err(field(
+                "rt_priority",
+                format!("{} is not in 0..=99", self.rt_priority),
+            ));
         }
         let sections = std::iter::once(("default".to_string(), &self.default))
             .chain(self.user.iter().map(|(k, v)| (format!("user.{k}"), v)))
@@ -162,7 +165,10 @@ impl Config {
         for (name, l) in sections {
             if let Some(b) = l.bandwidth {
                 if !(b.is_finite() && b >= 0.0) {
-                    return Err(field(&format!("{name}.bandwidth"), format!("{b} must be ≥ 0 CPUs")));
+                    return Err(field(
+                        &format!("{name}.bandwidth"),
+                        format!("{b} must be ≥ 0 CPUs"),
+                    ));
                 }
             }
             if let Some(b) = l.thread_bandwidth {
@@ -201,7 +207,10 @@ impl Config {
                     .group
                     .get(&gid.to_string())
                     .map(|l| (format!("group.{gid}"), l))
-                    .or_else(|| name.as_deref().and_then(|n| self.group.get(n).map(|l| (format!("group.{n}"), l))));
+                    .or_else(|| {
+                        name.as_deref()
+                            .and_then(|n| self.group.get(n).map(|l| (format!("group.{n}"), l)))
+                    });
                 if let Some((s, l)) = entry {
                     chosen = Some(match chosen {
                         None => (s, l.clone()),
@@ -295,7 +304,10 @@ sessions = 8
         assert_eq!((q.bandwidth, q.sessions, q.same_uid), (Some(1.0), Some(2), true));
         assert_eq!(q.source, "user.alice");
         let q = c.quota_for(1001, Some("bob"), &[(29, Some("audio".into()))]);
-        assert_eq!((q.bandwidth, q.sessions, q.min_period_ns), (Some(0.8), Some(8), 2_000_000));
+        assert_eq!(
+            (q.bandwidth, q.sessions, q.min_period_ns),
+            (Some(0.8), Some(8), 2_000_000)
+        );
         let q = c.quota_for(1002, None, &[]);
         assert_eq!((q.bandwidth, q.source.as_str()), (Some(0.3), "default"));
         assert_eq!(c.quota_for(0, Some("root"), &[]).bandwidth, None);
@@ -304,7 +316,10 @@ sessions = 8
     #[test]
     fn errors_name_the_file_and_field() {
         let e = Config::parse("d.toml", "[default]\nthread_bandwidth = 1.5\n").unwrap_err();
-        assert_eq!(e.to_string(), "d.toml: default.thread_bandwidth: 1.5 is not in (0, 1]");
+        assert_eq!(
+            e.to_string(),
+            "d.toml: default.thread_bandwidth: 1.5 is not in (0, 1]"
+        );
         let e = Config::parse("d.toml", "[default]\nmin_period = 5\n").unwrap_err();
         assert!(e.to_string().contains("has no unit"), "{e}");
         let e = Config::parse("d.toml", "sokcet = \"x\"\n").unwrap_err();

@@ -20,7 +20,11 @@ pub struct Peer {
 
 /// `getsockopt(SO_PEERCRED)` of a connected Unix socket.
 pub fn peer_cred(fd: RawFd) -> std::io::Result<Peer> {
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: `cred` and `len` are valid for writes of the sizes given; the kernel writes at most
     // `len` bytes.
@@ -54,7 +58,11 @@ pub fn user_name(uid: u32) -> Option<String> {
         return None;
     }
     // SAFETY: on success pw_name points to a NUL-terminated string inside `buf`.
-    Some(unsafe { CStr::from_ptr(pwd.pw_name) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(pwd.pw_name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// A group's name, if the system knows it.
@@ -68,7 +76,11 @@ pub fn group_name(gid: u32) -> Option<String> {
         return None;
     }
     // SAFETY: on success gr_name points to a NUL-terminated string inside `buf`.
-    Some(unsafe { CStr::from_ptr(grp.gr_name) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(grp.gr_name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// A process's groups (primary and supplementary) from `/proc/PID/status`, with their names.
@@ -118,7 +130,10 @@ impl ThreadHandle {
         // Read after the pidfd was opened: if it is still alive now, the owner read is the pinned
         // thread's.
         if !h.alive() {
-            return Err(WireError::new(ErrorCode::NoSuchThread, format!("thread {tid} exited")));
+            return Err(WireError::new(
+                ErrorCode::NoSuchThread,
+                format!("thread {tid} exited"),
+            ));
         }
         if pid == std::process::id() || pid == 1 || pacer_linux::procfs::is_kernel_thread(pid) == Some(true) {
             return Err(WireError::new(
@@ -129,14 +144,20 @@ impl ThreadHandle {
         let allowed = pid == peer.pid || peer.uid == 0 || (same_uid && uid == peer.uid);
         if !allowed {
             let why = if same_uid {
-                format!("it belongs to process {pid} of uid {uid}, not to uid {}", peer.uid)
+                format!(
+                    "it belongs to process {pid} of uid {uid}, not to uid {}",
+                    peer.uid
+                )
             } else {
                 format!(
                     "it belongs to process {pid}, not to the connected process {} (the configuration does not allow other processes of the same user)",
                     peer.pid
                 )
             };
-            return Err(WireError::new(ErrorCode::NotYours, format!("thread {tid}: {why}")));
+            return Err(WireError::new(
+                ErrorCode::NotYours,
+                format!("thread {tid}: {why}"),
+            ));
         }
         Ok(ThreadHandle { pid, ..h })
     }
@@ -229,10 +250,17 @@ mod tests {
         assert_eq!(e.code, ErrorCode::Invalid);
         // A child process is not the peer's, for a non-root peer without same_uid.
         let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
-        let stranger = Peer { pid: me.pid, uid: 12345, gid: 12345 };
+        let stranger = Peer {
+            pid: me.pid,
+            uid: 12345,
+            gid: 12345,
+        };
         let e = ThreadHandle::open_for(child.id(), &stranger, false).unwrap_err();
         assert_eq!(e.code, ErrorCode::NotYours, "{e}");
-        let peer = Peer { pid: child.id(), ..stranger.clone() };
+        let peer = Peer {
+            pid: child.id(),
+            ..stranger.clone()
+        };
         let h = ThreadHandle::open_for(child.id(), &peer, false).unwrap();
         assert!(h.alive());
         child.kill().unwrap();

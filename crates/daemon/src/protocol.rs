@@ -101,7 +101,10 @@ impl Request {
     pub fn is_round_trip(&self) -> bool {
         !matches!(
             self,
-            Request::WorkUnits { .. } | Request::JobBegin(_) | Request::JobEnd(_) | Request::ActualWork { .. }
+            Request::WorkUnits { .. }
+                | Request::JobBegin(_)
+                | Request::JobEnd(_)
+                | Request::ActualWork { .. }
         )
     }
 }
@@ -355,7 +358,11 @@ impl FrameReader {
         if have < HEADER {
             return HEADER - have;
         }
-        let len = u32::from_le_bytes(self.buf[self.consumed..self.consumed + HEADER].try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(
+            self.buf[self.consumed..self.consumed + HEADER]
+                .try_into()
+                .unwrap(),
+        ) as usize;
         (HEADER + len.min(self.max)).saturating_sub(have).max(1)
     }
 

@@ -159,10 +159,18 @@ impl Server {
 
     /// Serves until `stop` is readable (or, in-process, the last client leaves); then every
     /// session is released. `on_notice` receives messages for the operator.
-    pub fn run(&mut self, stop: Option<RawFd>, mut on_notice: impl FnMut(&str)) -> Result<Stopped, ServerError> {
+    pub fn run(
+        &mut self,
+        stop: Option<RawFd>,
+        mut on_notice: impl FnMut(&str),
+    ) -> Result<Stopped, ServerError> {
         loop {
             let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(self.conns.len() + 2);
-            let pfd = |fd, events| libc::pollfd { fd, events, revents: 0 };
+            let pfd = |fd, events| libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            };
             pfds.push(pfd(stop.unwrap_or(-1), libc::POLLIN));
             pfds.push(pfd(
                 self.listener.as_ref().map_or(-1, |l| l.sock.as_raw_fd()),
@@ -178,7 +186,12 @@ impl Server {
                 pfds.push(pfd(c.stream.as_raw_fd(), ev));
             }
             let now = now_ns();
-            let wait_ms = self.service.next_tick_ns().saturating_sub(now).div_ceil(1_000_000).min(1000) as i32;
+            let wait_ms = self
+                .service
+                .next_tick_ns()
+                .saturating_sub(now)
+                .div_ceil(1_000_000)
+                .min(1000) as i32;
             // SAFETY: `pfds` is a live array of `pfds.len()` pollfds; negative fds are ignored.
             let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) };
             if r < 0 {
@@ -285,7 +298,10 @@ impl Server {
             let Some(c) = self.conns.get_mut(&id) else { return };
             let decoded: Result<Request, FrameError> = match c.reader.next_frame() {
                 None => return,
-                Some(Frame::Oversized(len)) => Err(FrameError::TooLarge { len, max: MAX_REQUEST }),
+                Some(Frame::Oversized(len)) => Err(FrameError::TooLarge {
+                    len,
+                    max: MAX_REQUEST,
+                }),
                 Some(Frame::Payload(p)) => decode(p),
             };
             self.messages += 1;
@@ -351,7 +367,10 @@ impl Server {
 
 /// CLOCK_MONOTONIC, ns.
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec into the valid pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

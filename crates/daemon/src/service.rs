@@ -131,7 +131,9 @@ impl Kernel for DaemonKernel {
         self.clock.frequency(cluster)
     }
     fn set_frequency(&mut self, _cluster: usize, _khz: u32) -> Result<(), KernelError> {
-        Err(KernelError::Unsupported("the daemon does not set frequencies".into()))
+        Err(KernelError::Unsupported(
+            "the daemon does not set frequencies".into(),
+        ))
     }
 }
 
@@ -358,7 +360,10 @@ impl Service {
             .ok_or_else(|| WireError::new(ErrorCode::OutOfOrder, "unknown connection"))?;
         match (&req, c.hello) {
             (Request::Hello { .. }, true) => {
-                return Err(WireError::new(ErrorCode::OutOfOrder, "hello was already received"))
+                return Err(WireError::new(
+                    ErrorCode::OutOfOrder,
+                    "hello was already received",
+                ))
             }
             (Request::Hello { version }, false) => {
                 if *version != VERSION {
@@ -376,7 +381,10 @@ impl Service {
                 }));
             }
             (_, false) => {
-                return Err(WireError::new(ErrorCode::OutOfOrder, "the first request must be hello"));
+                return Err(WireError::new(
+                    ErrorCode::OutOfOrder,
+                    "the first request must be hello",
+                ));
             }
             _ => {}
         }
@@ -441,7 +449,11 @@ impl Service {
                 let c = self.conns.get_mut(&conn).expect("checked above");
                 let failed = std::mem::take(&mut c.failed);
                 let last_error = c.last_error.take();
-                Ok(Some(Reply::Synced { seq, failed, last_error }))
+                Ok(Some(Reply::Synced {
+                    seq,
+                    failed,
+                    last_error,
+                }))
             }
             Request::CloseSession { session } => {
                 self.own_session(conn, session)?;
@@ -508,7 +520,9 @@ impl Service {
 
     fn deliver(&mut self, id: u32, events: &[AppEvent]) {
         let now = self.kernel.now();
-        let Some(s) = self.sessions.get_mut(&id) else { return };
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
         s.last_activity_ns = now;
         s.idle = false;
         for ev in events {
@@ -690,12 +704,15 @@ impl Service {
     }
 
     fn end_session(&mut self, id: u32) {
-        let Some(mut s) = self.sessions.remove(&id) else { return };
+        let Some(mut s) = self.sessions.remove(&id) else {
+            return;
+        };
         for (tid, r) in s.ctl.release(&mut self.kernel) {
             if let Err(e) = r {
                 if !matches!(e, KernelError::NoSuchThread(_)) {
-                    self.notices
-                        .push(format!("session {id}: thread {tid}: could not restore its policy: {e}"));
+                    self.notices.push(format!(
+                        "session {id}: thread {tid}: could not restore its policy: {e}"
+                    ));
                     // Still reserved: the guardian keeps it until it exits.
                     continue;
                 }
@@ -758,7 +775,8 @@ impl Service {
                 s.idle = true;
                 for (tid, r) in s.ctl.release(&mut self.kernel) {
                     if let Err(e) = r {
-                        self.notices.push(format!("session {id}: idle release of {tid}: {e}"));
+                        self.notices
+                            .push(format!("session {id}: idle release of {tid}: {e}"));
                     }
                 }
                 continue;

@@ -95,10 +95,20 @@ fn bad_messages_get_error_replies_and_the_connection_goes_on() {
     s.write_all(&vec![0u8; big as usize]).unwrap();
     assert_eq!(error_code(read_reply(&mut s)), ErrorCode::TooLarge);
     // A notification for a session that is not ours: no reply, reported by the next sync.
-    send(&mut s, &Request::WorkUnits { session: 42, units: 3 });
+    send(
+        &mut s,
+        &Request::WorkUnits {
+            session: 42,
+            units: 3,
+        },
+    );
     send(&mut s, &Request::Sync { seq: 7 });
     match read_reply(&mut s) {
-        Reply::Synced { seq, failed, last_error } => {
+        Reply::Synced {
+            seq,
+            failed,
+            last_error,
+        } => {
             assert_eq!((seq, failed), (7, 1));
             assert_eq!(last_error.unwrap().code, ErrorCode::NoSuchSession);
         }
