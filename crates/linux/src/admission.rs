@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use pacer_model::reservation::{dl_total_limit, fair_servers_bw, BW_SHIFT, DEFAULT_FAIR_SERVER};
 
-use crate::cpuset::{parse_sched_debug, SCHED_DEBUG};
+use crate::sched_debug::{parse_sched_debug, SCHED_DEBUG};
 
 /// Where the cap came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

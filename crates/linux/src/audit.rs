@@ -31,9 +31,10 @@ use std::fs;
 use pacer_model::reservation::{to_ratio, DEFAULT_FAIR_SERVER};
 use serde::Serialize;
 
-use crate::cpuset::{self, CpusetHierarchy, DlBandwidth};
+use crate::cgroup::CpusetHierarchy;
 use crate::procfs;
 use crate::sched::{self, Tid, SCHED_DEADLINE};
+use crate::sched_debug::{self, DlBandwidth};
 
 /// Why the audit could not run.
 #[derive(Debug, thiserror::Error)]
@@ -187,13 +188,13 @@ pub fn snapshot() -> Result<Snapshot, AuditError> {
 }
 
 fn read_per_cpu() -> Result<Vec<DlBandwidth>, AuditError> {
-    let text = fs::read_to_string(cpuset::SCHED_DEBUG)
-        .map_err(|e| AuditError::SchedDebug(format!("{}: {e}", cpuset::SCHED_DEBUG)))?;
-    let v = cpuset::parse_sched_debug(&text);
+    let text = fs::read_to_string(sched_debug::SCHED_DEBUG)
+        .map_err(|e| AuditError::SchedDebug(format!("{}: {e}", sched_debug::SCHED_DEBUG)))?;
+    let v = sched_debug::parse_sched_debug(&text);
     if v.is_empty() {
         return Err(AuditError::SchedDebug(format!(
             "{}: no dl_rq sections with .dl_bw figures",
-            cpuset::SCHED_DEBUG
+            sched_debug::SCHED_DEBUG
         )));
     }
     Ok(v)

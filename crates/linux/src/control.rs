@@ -418,8 +418,8 @@ impl Session {
             if !ours.iter().all(|c| state.affinity.contains(c)) {
                 return Some(format!(
                     "pinned to CPUs {}: SCHED_DEADLINE needs every CPU of the root domain ({})",
-                    crate::cpuset::format_cpu_list(&state.affinity),
-                    crate::cpuset::format_cpu_list(&ours)
+                    crate::sys::format_cpu_list(&state.affinity),
+                    crate::sys::format_cpu_list(&ours)
                 ));
             }
         }

@@ -94,7 +94,7 @@ fn read_khz(path: &Path) -> Result<u32, LinuxError> {
         .map_err(|_| parse_err(path, "a frequency in kHz", &text))
 }
 
-pub use crate::cpuset::parse_cpu_list;
+pub use crate::sys::parse_cpu_list;
 
 impl CpuFreq {
     /// The system's `/sys/devices/system/cpu`.

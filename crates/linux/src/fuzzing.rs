@@ -62,7 +62,7 @@ pub fn decode_pages(
 /// The saved state of a cpuset partitioning (`pacer cpuset`'s file for after a SIGKILL): parsed,
 /// then written again (`None`: not such a file, or one that cannot be written back).
 pub fn saved_cpuset_state(text: &str) -> Option<String> {
-    crate::cpuset::SavedState::parse(text)?.render()
+    crate::cgroup::SavedState::parse(text)?.render()
 }
 
 /// The first field of `/proc/PID/task/TID/schedstat` (CPU time, ns).

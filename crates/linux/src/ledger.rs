@@ -29,7 +29,7 @@ use crate::procfs::{self, boot_id, ProcFs};
 use crate::sched::{self, ThreadSched, Tid, SCHED_DEADLINE};
 
 /// Where ledgers live unless told otherwise.
-pub const DEFAULT_DIR: &str = crate::cpuset::DEFAULT_STATE_DIR;
+pub const DEFAULT_DIR: &str = crate::cgroup::DEFAULT_STATE_DIR;
 
 /// The environment variable that overrides [`DEFAULT_DIR`] (tests, systems without /run).
 pub const DIR_ENV: &str = "PACER_STATE_DIR";

@@ -10,8 +10,11 @@
 //! - [`procfs`]: thread discovery under /proc/PID/task, per-thread CPU time from schedstat, pidfds;
 //! - [`cpufreq`]: the cpufreq sysfs backend (tested against a fake sysfs tree);
 //! - [`trace`]: kernel-filtered wake-up tracing;
-//! - [`cpuset`]: exclusive cpusets (cgroup v1 and v2) for partitioned/clustered runs, each its
-//!   own SCHED_DEADLINE root domain; stale clean-up; root-domain rebuild; `dl_bw` read-out;
+//! - [`cgroup`] (also under its old name `cpuset`): exclusive cpusets (cgroup v1 and v2) for
+//!   partitioned/clustered runs, each its own SCHED_DEADLINE root domain; stale clean-up;
+//!   root-domain rebuild; [`sched_debug`]: the per-root-domain `dl_bw` read-out from debugfs;
+//! - [`sys`]: the /proc and /sys helpers used across the crate (CPU lists, online CPUs, mounts,
+//!   clocks);
 //! - [`perf`]: per-thread context-switch and migration counts from perf software events;
 //! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]);
 //! - [`control`]: LFS++ on one running process (`pacer exec` / `pacer attach`), with
@@ -19,9 +22,9 @@
 
 pub mod admission;
 pub mod audit;
+pub mod cgroup;
 pub mod control;
 pub mod cpufreq;
-pub mod cpuset;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guardian;
@@ -31,8 +34,14 @@ pub mod perf;
 pub mod procfs;
 pub mod run;
 pub mod sched;
+pub mod sched_debug;
 pub mod signals;
+pub mod sys;
 pub mod trace;
+
+/// The [`cgroup`] module under the name it had before it was split: `pacer_linux::cpuset::*`
+/// paths keep working.
+pub use cgroup as cpuset;
 
 /// Restores the default SIGPIPE disposition, so a command writing into a closed pipe
 /// (`pacer … | head`) ends quietly like other Unix filters instead of failing on every write.

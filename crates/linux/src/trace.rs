@@ -82,7 +82,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use pacer_adapt::kernel::{KernelError, Origin, Tid, Wakeup};
 
-/// Where tracefs is normally mounted, tried in this order after `/proc/mounts`.
+/// Where tracefs is normally mounted, tried in this order after the mount table.
 const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// The tracepoint, relative to the tracefs root (or an instance directory).
@@ -176,26 +176,19 @@ impl From<TraceError> for KernelError {
 
 // ---- tracefs --------------------------------------------------------------------------------
 
-/// Finds the tracefs root: a `tracefs` mount (or `debugfs` + `/tracing`) in `/proc/mounts`, then
+/// Finds the tracefs root: a `tracefs` mount (or `debugfs` + `/tracing`) in the mount table, then
 /// the standard paths; if none is mounted, mounts tracefs at `/sys/kernel/tracing` as libtracefs
 /// does (`tracefs_tracing_dir()`), which needs CAP_SYS_ADMIN.
 pub fn tracefs_root() -> Result<PathBuf, TraceError> {
     let has_event = |p: &Path| p.join(EVENT_DIR).join("id").exists() || p.join("events").is_dir();
-    if let Ok(mounts) = fs::read_to_string("/proc/mounts") {
-        for line in mounts.lines() {
-            let mut f = line.split_whitespace();
-            let (_, Some(dir), Some(kind)) = (f.next(), f.next(), f.next()) else {
-                continue;
-            };
-            let dir = unescape_mount_path(dir);
-            let root = match kind {
-                "tracefs" => PathBuf::from(dir),
-                "debugfs" => Path::new(&dir).join("tracing"),
-                _ => continue,
-            };
-            if has_event(&root) {
-                return Ok(root);
-            }
+    for m in crate::sys::mounts().unwrap_or_default() {
+        let root = match m.fstype.as_str() {
+            "tracefs" => m.mount_point,
+            "debugfs" => m.mount_point.join("tracing"),
+            _ => continue,
+        };
+        if has_event(&root) {
+            return Ok(root);
         }
     }
     for c in TRACEFS_CANDIDATES {
@@ -206,29 +199,6 @@ pub fn tracefs_root() -> Result<PathBuf, TraceError> {
     let target = TRACEFS_CANDIDATES[0];
     mount_tracefs(target)?;
     Ok(PathBuf::from(target))
-}
-
-/// `/proc/mounts` escapes space, tab, newline and backslash as octal.
-pub(crate) fn unescape_mount_path(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            let d = &b[i + 1..i + 4];
-            if d.iter().all(|c| (b'0'..=b'7').contains(c)) {
-                let v = d.iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
-                if let Ok(v) = u8::try_from(v) {
-                    out.push(v);
-                    i += 4;
-                    continue;
-                }
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn mount_tracefs(target: &str) -> Result<(), TraceError> {
@@ -414,25 +384,6 @@ fn read_wakeup_format(root: &Path) -> Result<WakeupFormat, TraceError> {
         })
     };
     parse_wakeup_format(&read("id")?, &read("format")?)
-}
-
-/// Online CPUs from `/sys/devices/system/cpu/online` ("0-3,6"); falls back to
-/// `0..sysconf(_SC_NPROCESSORS_ONLN)`.
-fn online_cpus() -> Vec<i32> {
-    let parsed = fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| crate::cpuset::parse_cpu_list(&s))
-        .filter(|cpus| !cpus.is_empty())
-        .map(|cpus| {
-            cpus.into_iter()
-                .filter_map(|c| i32::try_from(c).ok())
-                .collect::<Vec<i32>>()
-        });
-    parsed.unwrap_or_else(|| {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-        (0..n.max(1) as i32).collect()
-    })
 }
 
 /// Builds the kernel filter expression matching `field` against a set of TIDs.
@@ -728,7 +679,7 @@ impl WakeupTracer {
             }
         }
         write_ctl(&inst.join("tracing_on"), "1")?;
-        for cpu in online_cpus() {
+        for cpu in crate::sys::online_cpus() {
             let path = inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
             let f = fs::OpenOptions::new()
                 .read(true)
@@ -1106,7 +1057,7 @@ format:
     }
 
     #[test]
-    fn builds_filters_and_unescapes_mount_paths() {
+    fn builds_filters() {
         let tids: BTreeSet<Tid> = [12, 7].into_iter().collect();
         assert_eq!(filter_for("pid", &tids).unwrap(), "pid == 7 || pid == 12");
         let many: BTreeSet<Tid> = (1_000_000..1_001_000).collect();
@@ -1114,8 +1065,6 @@ format:
             filter_for("common_pid", &many),
             Err(TraceError::TooManyThreads { threads: 1000, .. })
         ));
-        assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
-        assert_eq!(unescape_mount_path("/plain\\"), "/plain\\");
     }
 
     #[test]

@@ -664,5 +664,5 @@ pub fn signal_name(sig: i32) -> String {
 
 /// Number of CPUs online, for callers that report per-CPU figures without a run.
 pub fn online_cpus() -> u32 {
-    sys::online_cpus()
+    crate::sys::online_cpus().len() as u32
 }

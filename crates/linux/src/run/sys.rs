@@ -5,27 +5,9 @@
 
 use std::io;
 
-/// `clock_gettime(clock)` in nanoseconds. The clocks used here cannot fail on Linux; a failure
-/// would read as 0.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live, writable timespec; clock_gettime only writes it.
-    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
-/// CLOCK_MONOTONIC, ns (the clock of every timestamp of a run, as in rt-app).
-pub(crate) fn now_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
+// CLOCK_MONOTONIC is the clock of every timestamp of a run, as in rt-app.
+use crate::sys::clock_ns;
+pub(crate) use crate::sys::monotonic_ns as now_ns;
 
 /// CPU time of the calling thread, ns (CLOCK_THREAD_CPUTIME_ID).
 pub(crate) fn thread_cpu_ns() -> u64 {
@@ -244,13 +226,6 @@ pub(crate) fn unlock_memory() {
     unsafe {
         libc::munlockall();
     }
-}
-
-/// Number of CPUs online (for the summary's per-CPU utilisation when no affinity says more).
-pub(crate) fn online_cpus() -> u32 {
-    // SAFETY: sysconf only reads a configuration value.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    n.max(1) as u32
 }
 
 #[cfg(test)]
