@@ -13,6 +13,8 @@
 //! - [`cpuset`]: exclusive cpusets (cgroup v1 and v2) for partitioned/clustered runs, each its
 //!   own SCHED_DEADLINE root domain; stale clean-up; root-domain rebuild; `dl_bw` read-out;
 //! - [`perf`]: per-thread context-switch and migration counts from perf software events;
+//! - [`dlstate`]: a SCHED_DEADLINE thread's current deadline and remaining runtime (the audio
+//!   paper's eq. 3 inputs) from `/proc/PID/task/TID/sched`, with an allocation-free reader;
 //! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]);
 //! - [`control`]: LFS++ on one running process (`pacer exec` / `pacer attach`), with
 //!   [`guardian`] (restores threads if pacer dies) and [`signals`] (signals as pollable events).
@@ -22,6 +24,7 @@ pub mod audit;
 pub mod control;
 pub mod cpufreq;
 pub mod cpuset;
+pub mod dlstate;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guardian;
