@@ -15,12 +15,15 @@
 //! - [`perf`]: per-thread context-switch and migration counts from perf software events;
 //! - [`dlstate`]: a SCHED_DEADLINE thread's current deadline and remaining runtime (the audio
 //!   paper's eq. 3 inputs) from `/proc/PID/task/TID/sched`, with an allocation-free reader;
+//! - [`boost`]: temporary interactive boosts of SCHED_OTHER threads (VT-CFS §4 eq. 6 nice, EEVDF
+//!   slice, uclamp), undone when their time is up or the thread blocks;
 //! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]);
 //! - [`control`]: LFS++ on one running process (`pacer exec` / `pacer attach`), with
 //!   [`guardian`] (restores threads if pacer dies) and [`signals`] (signals as pollable events).
 
 pub mod admission;
 pub mod audit;
+pub mod boost;
 pub mod control;
 pub mod cpufreq;
 pub mod cpuset;
