@@ -294,11 +294,14 @@ fn is_fair(policy: u32) -> bool {
     policy == SCHED_OTHER || policy == SCHED_BATCH
 }
 
+/// Runnable fair threads by the CPU they last ran on: `(TID, weight)` each.
+pub type Census = BTreeMap<usize, Vec<(Tid, u64)>>;
+
 /// The runnable fair threads of the machine by the CPU they last ran on, with their weights: one
 /// scan of `/proc/*/task/*/stat` (about 1 ms for 200 threads on an idle VM; several under load,
 /// which is why the [`Booster`] reuses one for [`BoostConfig::census_ttl_ns`]).
-pub fn scan_run_queues() -> Result<BTreeMap<usize, Vec<(Tid, u64)>>, BoostError> {
-    let mut out: BTreeMap<usize, Vec<(Tid, u64)>> = BTreeMap::new();
+pub fn scan_run_queues() -> Result<Census, BoostError> {
+    let mut out = Census::new();
     let procs = fs::read_dir("/proc").map_err(|e| {
         BoostError::Sched(LinuxError::Io {
             path: "/proc".into(),
@@ -338,7 +341,7 @@ fn own_stat(tid: Tid) -> Result<TaskStat, BoostError> {
 }
 
 /// `tid`'s run queue in a census of [`scan_run_queues`].
-fn run_queue_in(tid: Tid, own: &TaskStat, census: &BTreeMap<usize, Vec<(Tid, u64)>>) -> RunQueue {
+fn run_queue_in(tid: Tid, own: &TaskStat, census: &Census) -> RunQueue {
     RunQueue {
         cpu: own.cpu,
         others: census
@@ -569,7 +572,7 @@ pub struct Booster {
     active: BTreeMap<Tid, Active>,
     guardian: Option<Guardian>,
     /// The last census and when it was taken.
-    census: Option<(u64, BTreeMap<usize, Vec<(Tid, u64)>>)>,
+    census: Option<(u64, Census)>,
 }
 
 fn monotonic_ns() -> u64 {
