@@ -61,14 +61,17 @@ fn burn(ns: u64) {
     }
 }
 
-/// The root domain's `total_bw` of CPU 0 once it has settled.
-fn total_bw() -> i64 {
+/// CPU 0's root domain `total_bw`, once settled, and whether it is what the SCHED_DEADLINE
+/// threads of the machine hold (other sessions may reserve meanwhile: the check is that the
+/// kernel's figure matches the threads, not that it equals the figure before the test).
+fn total_bw() -> (i64, bool) {
     let (snap, _) = audit::settled(50_000_000, 10).expect("scheduler debugfs");
-    snap.domains
+    let d = snap
+        .domains
         .iter()
         .find(|d| d.cpus.contains(&0))
-        .expect("CPU 0's root domain")
-        .reported
+        .expect("CPU 0's root domain");
+    (d.reported, d.error() == 0)
 }
 
 const MS: u64 = 1_000_000;
@@ -83,7 +86,7 @@ fn deadline_state_follows_runtime_and_replenishment() {
     require(Need::SchedDeadline);
     require(Need::SchedDebug);
     let test = "deadline_state_follows_runtime_and_replenishment";
-    let before = total_bw();
+    let (before, _) = total_bw();
     let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let worker = std::thread::spawn(move || {
@@ -150,13 +153,16 @@ fn deadline_state_follows_runtime_and_replenishment() {
     assert!(s3.is_some());
     assert_eq!(allocated, 0, "reads on the real-time thread allocated");
     assert_eq!(after, Some(None), "not SCHED_DEADLINE any more: None");
-    let end = total_bw();
+    let (end, consistent) = total_bw();
     eprintln!(
         "{test}: runtime fell {fell} ns for {used} ns of CPU; deadline +{} ns after the throttle; \
-         {allocated} allocations; total_bw {before} -> {end}",
+         {allocated} allocations; total_bw {before} -> {end} (matches the reserved threads: {consistent})",
         s2.deadline - s1.deadline
     );
-    assert_eq!(end, before, "bandwidth returned");
+    assert!(
+        consistent,
+        "total_bw {end} is not what the reserved threads hold: leaked"
+    );
 }
 
 #[test]
