@@ -19,7 +19,7 @@
 use std::sync::mpsc;
 
 use pacer_adapt::controller::{JobConfig, JobController, ThreadOptions};
-use pacer_adapt::{AppEvent, Controller, Kernel};
+use pacer_adapt::{AppEvent, Controller};
 use pacer_linux::audit;
 use pacer_linux::dlstate::DlStateReader;
 use pacer_linux::kernel::LinuxKernel;
