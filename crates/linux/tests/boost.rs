@@ -16,7 +16,9 @@ use pacer_linux::sched::{self, gettid, ThreadSched};
 use pacer_model::Policy;
 use pacer_testkit::{require, Need};
 
-const MS: u64 = 1_000_000;
+mod support;
+use support::{burn, now, sleep_until, MS};
+
 /// The CPU the workload shares; the control thread runs on the other one.
 const SHARED_CPU: usize = 1;
 const CONTROL_CPU: usize = 0;
@@ -32,45 +34,6 @@ const BLOCKS: usize = 10;
 /// so it covers the job even on a loaded machine and ends before the next request.
 const LEAD: u64 = 5 * MS;
 const DURATION: u64 = 45 * MS;
-
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec into the valid pointer.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn now() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
-}
-
-/// Sleeps until `t` (CLOCK_MONOTONIC, absolute: no drift from late wake-ups).
-fn sleep_until(t: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null for TIMER_ABSTIME.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
-}
-
-fn burn(cpu_ns: u64) {
-    let end = clock(libc::CLOCK_THREAD_CPUTIME_ID) + cpu_ns;
-    while clock(libc::CLOCK_THREAD_CPUTIME_ID) < end {
-        std::hint::black_box(0u64);
-    }
-}
 
 /// Puts the calling thread's affinity back when dropped (even if an assertion fails).
 struct AffinityGuard(Vec<usize>);

@@ -8,12 +8,14 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use pacer_adapt::{DlState, Kernel};
-use pacer_linux::audit;
 use pacer_linux::dlstate::DlStateReader;
 use pacer_linux::kernel::LinuxKernel;
 use pacer_linux::sched::{self, gettid};
 use pacer_model::{Duration, Policy, Reservation};
 use pacer_testkit::{require, Need};
+
+mod support;
+use support::{burn, total_bw, MS};
 
 /// Counts the allocations of the calling thread.
 struct Counting;
@@ -42,39 +44,6 @@ static ALLOC: Counting = Counting;
 fn allocs() -> u64 {
     ALLOCS.with(Cell::get)
 }
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec into the valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Busy loop until the thread has used `ns` more CPU time.
-fn burn(ns: u64) {
-    let end = thread_cpu_ns() + ns;
-    while thread_cpu_ns() < end {
-        std::hint::black_box(0u64);
-    }
-}
-
-/// CPU 0's root domain `total_bw`, once settled, and whether it is what the SCHED_DEADLINE
-/// threads of the machine hold (other sessions may reserve meanwhile: the check is that the
-/// kernel's figure matches the threads, not that it equals the figure before the test).
-fn total_bw() -> (i64, bool) {
-    let (snap, _) = audit::settled(50_000_000, 10).expect("scheduler debugfs");
-    let d = snap
-        .domains
-        .iter()
-        .find(|d| d.cpus.contains(&0))
-        .expect("CPU 0's root domain");
-    (d.reported, d.error() == 0)
-}
-
-const MS: u64 = 1_000_000;
 
 #[test]
 #[cfg_attr(

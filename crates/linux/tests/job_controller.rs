@@ -26,63 +26,14 @@ use pacer_linux::kernel::LinuxKernel;
 use pacer_linux::sched::{self, gettid, ThreadSched, SCHED_DEADLINE};
 use pacer_testkit::{require, Need};
 
-const MS: u64 = 1_000_000;
+mod support;
+use support::{burn, now, sleep_until, total_bw, MS};
+
 const PERIOD: u64 = 20 * MS;
 const JOBS: usize = 150;
 const STEP_AT: usize = 50;
 /// Jobs at the start of each regime the controller may use to learn it.
 const LEARNING: usize = 10;
-
-fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec into the valid pointer.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn now() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
-}
-
-fn sleep_until(t: u64) {
-    let ts = libc::timespec {
-        tv_sec: (t / 1_000_000_000) as libc::time_t,
-        tv_nsec: (t % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: `ts` is a valid timespec; no remaining-time pointer with TIMER_ABSTIME.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
-}
-
-fn burn(cpu_ns: u64) {
-    let end = clock(libc::CLOCK_THREAD_CPUTIME_ID) + cpu_ns;
-    while clock(libc::CLOCK_THREAD_CPUTIME_ID) < end {
-        std::hint::black_box(0u64);
-    }
-}
-
-/// CPU 0's root domain `total_bw`, once settled, and whether it is what the SCHED_DEADLINE
-/// threads of the machine hold (other sessions may reserve meanwhile: the check is that the
-/// kernel's figure matches the threads, not that it equals the figure before the test).
-fn total_bw() -> (i64, bool) {
-    let (snap, _) = audit::settled(50_000_000, 10).expect("scheduler debugfs");
-    let d = snap
-        .domains
-        .iter()
-        .find(|d| d.cpus.contains(&0))
-        .expect("CPU 0's root domain");
-    (d.reported, d.error() == 0)
-}
 
 enum Msg {
     Event(AppEvent),
