@@ -75,6 +75,12 @@ pub fn sched_field(text: &str, field: &str) -> Option<u64> {
     crate::run::sys::parse_sched_field(text, field)
 }
 
+/// The SCHED_DEADLINE state in a `/proc/PID/task/TID/sched` file, as
+/// [`crate::dlstate::DlStateReader`] parses it.
+pub fn dl_state(text: &[u8]) -> Result<Option<pacer_adapt::DlState>, crate::dlstate::DlParseError> {
+    crate::dlstate::parse_dl_state(text)
+}
+
 /// A perf group read (`nr, time_enabled, time_running, {value, id} × nr`): context switches and
 /// migrations, scaled, and the two times; or why the buffer is not such a read.
 pub fn perf_group_read(words: &[u64], cs_id: u64, mig_id: u64) -> Result<[u64; 4], String> {

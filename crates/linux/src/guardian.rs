@@ -3,9 +3,12 @@
 //! left with a reservation pacer gave it.
 //!
 //! pacer starts the guardian with a pipe on its standard input and tells it, one line per fact,
-//! which threads it is about to change and everything they had ([`ThreadSched`]). A clean exit
-//! ends with `done`; end-of-file without `done`, or pacer's pidfd polling readable, means pacer
-//! is gone, and the guardian restores every thread still under SCHED_DEADLINE.
+//! which threads it is about to change and everything they had ([`ThreadSched`]), and, for
+//! changes other than reservations (the interactive boosts of [`crate::boost`]), what it applies.
+//! A clean exit ends with `done`; end-of-file without `done`, or pacer's pidfd polling readable,
+//! means pacer is gone, and the guardian restores every thread that still has what pacer gave
+//! it: the applied state when pacer said what it was ([`crate::boost::matches_applied`]), else
+//! SCHED_DEADLINE (pacer's reservations change at every job; any reservation is pacer's).
 //!
 //! The two watch each other: the guardian holds a pidfd on pacer (the pipe alone would stay
 //! open if a descendant inherited its write end), and pacer checks every tick whether its
@@ -17,6 +20,8 @@
 //! Lines (text, one per line):
 //! - `track PID TID STATE…` — pacer is about to control thread TID of process PID, whose state
 //!   was STATE ([`ThreadSched::encode`]);
+//! - `track PID TID STATE… applied APPLIED…` — the same, and pacer is about to set APPLIED (the
+//!   same encoding, affinity `-`); sent again if what the kernel reports differs;
 //! - `untrack TID` — pacer gave the thread back itself, or it is gone;
 //! - `done` — pacer released everything; nothing to do.
 
@@ -28,8 +33,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 
+use crate::boost::Undone;
 use crate::procfs::{Pidfd, ProcFs};
-use crate::sched::{self, LinuxError, ThreadSched, Tid, SCHED_DEADLINE};
+use crate::sched::{self, LinuxError, SchedAttr, ThreadSched, Tid, SCHED_DEADLINE};
 
 /// pacer's end of the pipe.
 #[derive(Debug)]
@@ -76,6 +82,21 @@ impl Guardian {
     /// Announces a thread before its policy is first changed.
     pub fn track(&mut self, pid: Tid, tid: Tid, original: &ThreadSched) {
         self.send(&format!("track {pid} {tid} {}\n", original.encode()));
+    }
+
+    /// Announces a thread before pacer sets `applied` on it, for a change that is not a
+    /// reservation: if pacer dies, the thread gets `original` back only if it still has
+    /// `applied` ([`crate::boost::matches_applied`]).
+    pub fn track_applied(&mut self, pid: Tid, tid: Tid, original: &ThreadSched, applied: &SchedAttr) {
+        let applied = ThreadSched {
+            attr: *applied,
+            affinity: Vec::new(),
+        };
+        self.send(&format!(
+            "track {pid} {tid} {} applied {}\n",
+            original.encode(),
+            applied.encode()
+        ));
     }
 
     /// Announces every thread of `threads` (a new guardian taking over from a dead one).
@@ -130,6 +151,8 @@ pub struct GuardianReport {
 struct Tracked {
     pid: Tid,
     original: ThreadSched,
+    /// What pacer applied, when it said (else: restored if under SCHED_DEADLINE).
+    applied: Option<SchedAttr>,
 }
 
 /// The guardian's memory: the protocol's lines folded into the set of threads to restore.
@@ -156,11 +179,32 @@ impl Book {
                 Err(_) => self.report.malformed.push(line.to_string()),
             },
             ["track", pid, tid, rest @ ..] => {
-                match (pid.parse::<Tid>(), tid.parse::<Tid>(), ThreadSched::decode(rest)) {
-                    (Ok(pid), Ok(tid), Some(original)) => {
+                let (orig, applied) = match rest {
+                    [orig @ .., "applied", a0, a1, a2, a3, a4, a5, a6, a7, a8, a9] => {
+                        match ThreadSched::decode(&[a0, a1, a2, a3, a4, a5, a6, a7, a8, a9]) {
+                            Some(a) => (orig, Some(Some(a.attr))),
+                            None => (orig, None),
+                        }
+                    }
+                    _ => (rest, Some(None)),
+                };
+                match (
+                    pid.parse::<Tid>(),
+                    tid.parse::<Tid>(),
+                    ThreadSched::decode(orig),
+                    applied,
+                ) {
+                    (Ok(pid), Ok(tid), Some(original), Some(applied)) => {
                         // Taken now, while the process is certainly the one pacer meant.
                         self.pidfds.entry(pid).or_insert_with(|| Pidfd::open(pid).ok());
-                        self.tracked.insert(tid, Tracked { pid, original });
+                        self.tracked.insert(
+                            tid,
+                            Tracked {
+                                pid,
+                                original,
+                                applied,
+                            },
+                        );
                     }
                     _ => self.report.malformed.push(line.to_string()),
                 }
@@ -172,7 +216,8 @@ impl Book {
     }
 
     /// Restores every tracked thread that still belongs to the process it was announced with and
-    /// is still under SCHED_DEADLINE: anything else was changed by someone since, and stays so.
+    /// still has what pacer applied (SCHED_DEADLINE when pacer did not say): anything else was
+    /// changed by someone since, and stays so.
     fn restore(mut self) -> GuardianReport {
         if self.report.clean {
             return self.report;
@@ -185,6 +230,14 @@ impl Book {
                 .and_then(|p| p.as_ref())
                 .is_some_and(|p| p.is_alive().unwrap_or(false));
             if !alive || !proc.has_thread(t.pid, tid) {
+                continue;
+            }
+            if let Some(applied) = &t.applied {
+                match crate::boost::undo(tid, &t.original, applied) {
+                    Undone::Restored => self.report.restored.push(tid),
+                    Undone::Foreign { .. } | Undone::Gone => {}
+                    Undone::Failed(e) => self.report.failed.push((tid, e)),
+                }
                 continue;
             }
             match sched::get_attr(tid) {
@@ -282,7 +335,6 @@ pub fn serve_watching(input: RawFd, watch: Option<&Pidfd>) -> io::Result<Guardia
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sched::SchedAttr;
 
     fn state() -> ThreadSched {
         let mut attr = SchedAttr::new();
@@ -338,5 +390,118 @@ mod tests {
         assert!(r.clean);
         // SAFETY: closes the read end we own.
         unsafe { libc::close(fds[0]) };
+    }
+
+    /// A thread of this process parked on a channel until dropped.
+    struct Helper {
+        tid: Tid,
+        stop: Option<std::sync::mpsc::Sender<()>>,
+        handle: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl Helper {
+        fn new() -> Helper {
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (stop, stop_rx) = std::sync::mpsc::channel::<()>();
+            let handle = std::thread::spawn(move || {
+                tid_tx.send(sched::gettid()).unwrap();
+                let _ = stop_rx.recv();
+            });
+            Helper {
+                tid: tid_rx.recv().unwrap(),
+                stop: Some(stop),
+                handle: Some(handle),
+            }
+        }
+    }
+
+    impl Drop for Helper {
+        fn drop(&mut self) {
+            drop(self.stop.take());
+            let _ = self.handle.take().map(|h| h.join());
+        }
+    }
+
+    fn applied_line(tid: Tid, original: &ThreadSched, applied: &SchedAttr) -> String {
+        let applied = ThreadSched {
+            attr: *applied,
+            affinity: Vec::new(),
+        };
+        format!(
+            "track {} {tid} {} applied {}\n",
+            std::process::id(),
+            original.encode(),
+            applied.encode()
+        )
+    }
+
+    #[test]
+    fn applied_states_parse_and_bad_ones_are_malformed() {
+        let s = state().encode();
+        let a = ThreadSched {
+            attr: SchedAttr::new(),
+            affinity: Vec::new(),
+        }
+        .encode();
+        let input = format!(
+            "track 1 2 {s} applied {a}\ntrack 1 3 {s} applied 0 0\ntrack 1 4 {s} applied {a} extra\n"
+        );
+        let mut book = Book::default();
+        for l in input.lines() {
+            book.line(l);
+        }
+        assert_eq!(
+            book.tracked.get(&2).map(|t| t.applied),
+            Some(Some(SchedAttr::new()))
+        );
+        assert_eq!(book.report.malformed.len(), 2, "{:?}", book.report.malformed);
+    }
+
+    #[test]
+    fn a_thread_that_changed_itself_after_a_boost_is_left_alone() {
+        // Raising one's own nice needs no privilege: the helper "boosted" to nice 5 by pacer,
+        // then at nice 7 by its own choice.
+        let h = Helper::new();
+        let original = ThreadSched::read(h.tid).unwrap();
+        let mut applied = original.attr;
+        applied.sched_nice = 5;
+        applied.sched_runtime = 0;
+        let mut own = original.attr;
+        own.sched_nice = 7;
+        own.sched_runtime = 0;
+        sched::set_attr(h.tid, &own).unwrap();
+        let r = serve(applied_line(h.tid, &original, &applied).as_bytes()).unwrap();
+        assert!(r.restored.is_empty() && r.failed.is_empty(), "{r:?}");
+        assert_eq!(sched::get_attr(h.tid).unwrap().sched_nice, 7);
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pacer_privileged),
+        ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+    )]
+    fn boosted_threads_are_restored_if_pacer_dies() {
+        pacer_testkit::require(pacer_testkit::Need::Root);
+        let h = Helper::new();
+        let original = ThreadSched::read(h.tid).unwrap();
+        let mut boosted = original.attr;
+        boosted.sched_nice = -12;
+        boosted.sched_runtime = 300_000;
+        sched::set_attr(h.tid, &boosted).unwrap();
+        let applied = sched::get_attr(h.tid).unwrap();
+        // End of file without `done`: pacer died.
+        let r = serve(applied_line(h.tid, &original, &applied).as_bytes()).unwrap();
+        assert_eq!(r.restored, vec![h.tid], "{r:?}");
+        let now = ThreadSched::read(h.tid).unwrap();
+        assert_eq!(
+            now,
+            original,
+            "every field back: {:?}",
+            original.differences(&now)
+        );
+        eprintln!(
+            "boosted_threads_are_restored_if_pacer_dies: nice -12 / slice 300 us -> nice {} / slice {} ns",
+            now.attr.sched_nice, now.attr.sched_runtime
+        );
     }
 }

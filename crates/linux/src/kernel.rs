@@ -10,9 +10,14 @@
 //! | policy / reservation | `sched_setattr`/`sched_getattr` ([`crate::sched`]), RESET_ON_FORK always on for reservations |
 //! | admission limit | `.dl_bw->bw` in the scheduler's debugfs, else `kernel.sched_rt_{runtime,period}_us` read once ([`crate::admission`]), online CPUs, one 50 ms / 1 s fair server per CPU |
 //! | frequency | cpufreq sysfs ([`crate::cpufreq`]); `Unsupported` without cpufreq |
+//! | SCHED_DEADLINE state (remaining runtime, current deadline) | `dl.runtime`/`dl.deadline` of `/proc/PID/task/TID/sched` ([`crate::dlstate`]); the thread's CPU clock is read first to bring the runtime up to date |
 //!
-//! Mainline `sched_getattr` does not expose a reservation's remaining runtime or current
-//! deadline, so [`Kernel::dl_state`] answers `None` and the controllers fall back to CPU time.
+//! `sched_getattr` does not expose a reservation's remaining runtime or current deadline, but
+//! the scheduler's per-task debug file does: [`Kernel::dl_state`] reads it. The deadline is in
+//! the run queue's clock, not CLOCK_MONOTONIC (see [`crate::dlstate`]): compare deadlines with
+//! each other, not with [`Kernel::now`]. For threads of another process the runtime of a thread
+//! that is running at that instant can lag by up to one tick; a cooperating thread reports its
+//! own state exactly with [`crate::dlstate::DlStateReader::read_own`].
 
 use std::collections::BTreeMap;
 
@@ -172,8 +177,8 @@ impl Kernel for LinuxKernel {
             None => Ok(()),
         }
     }
-    fn dl_state(&self, _t: Tid) -> Result<Option<DlState>, KernelError> {
-        Ok(None)
+    fn dl_state(&self, t: Tid) -> Result<Option<DlState>, KernelError> {
+        crate::dlstate::read(self.pid, t).map_err(KernelError::from)
     }
     fn policy(&self, t: Tid) -> Result<Policy, KernelError> {
         sched::get_policy(t).map_err(KernelError::from)

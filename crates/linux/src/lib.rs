@@ -1,4 +1,4 @@
-//! pacer's real-kernel backend (issue 5, in progress): the Linux side of the adaptation engine's
+//! pacer's real-kernel backend: the Linux side of the adaptation engine's
 //! `Kernel` interface. Every syscall pacer makes lives in this crate (DESIGN.md: "no syscall
 //! outside crates/linux").
 //!
@@ -16,15 +16,21 @@
 //! - [`sys`]: the /proc and /sys helpers used across the crate (CPU lists, online CPUs, mounts,
 //!   clocks);
 //! - [`perf`]: per-thread context-switch and migration counts from perf software events;
+//! - [`dlstate`]: a SCHED_DEADLINE thread's current deadline and remaining runtime (the audio
+//!   paper's eq. 3 inputs) from `/proc/PID/task/TID/sched`, with an allocation-free reader;
+//! - [`boost`]: temporary interactive boosts of SCHED_OTHER threads (VT-CFS §4 eq. 6 nice, EEVDF
+//!   slice, uclamp), undone when their time is up or the thread blocks;
 //! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]);
 //! - [`control`]: LFS++ on one running process (`pacer exec` / `pacer attach`), with
 //!   [`guardian`] (restores threads if pacer dies) and [`signals`] (signals as pollable events).
 
 pub mod admission;
 pub mod audit;
+pub mod boost;
 pub mod cgroup;
 pub mod control;
 pub mod cpufreq;
+pub mod dlstate;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guardian;

@@ -462,7 +462,7 @@ impl ThreadSched {
 
 /// The EEVDF slice `sched_getattr` reports for a SCHED_OTHER thread that never asked for one:
 /// this process's own first thread, read once (pacer never sets a slice on itself).
-fn default_slice() -> u64 {
+pub(crate) fn default_slice() -> u64 {
     static SLICE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SLICE.get_or_init(|| {
         // SAFETY: getpid takes no arguments and cannot fail.

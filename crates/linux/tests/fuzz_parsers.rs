@@ -2,7 +2,8 @@
 //! (pacer_testkit::fuzz, `docs/testing.md`): the tracefs ring-buffer pages of the wake-up tracer
 //! with the `format` files and `/proc/kallsyms` that say how to decode them, session ledgers
 //! (`pacer doctor`), the guardian's protocol lines, the saved cpuset state, and the `/proc` and
-//! `/sys` files (mountinfo, CPU lists, the scheduler's debug file, schedstat, `sched` fields, perf
+//! `/sys` files (mountinfo, CPU lists, the scheduler's debug file, schedstat, `sched` fields and a
+//! SCHED_DEADLINE task's `dl.runtime`/`dl.deadline`, perf
 //! group reads). No panic, no hang, memory in proportion to the input.
 //!
 //! Nothing here touches the system: the parsers run on text and bytes (private ones through
@@ -615,6 +616,64 @@ fn proc_and_sys_files() {
             }
         },
     );
+}
+
+/// A `/proc/PID/task/TID/sched` file of Linux 6.18 for a task of `policy` (the `dl.` lines for
+/// SCHED_DEADLINE, `se.slice` for the fair policies, as `proc_sched_show_task()` prints them).
+fn task_sched_file(policy: u32, runtime: i64, deadline: u64) -> String {
+    let mut s = String::from(
+        "worker (4242, #threads: 3)\n-------------------------------------------------------------------\n\
+         se.exec_start                                :        543210.696855\n\
+         se.sum_exec_runtime                          :             2.172784\n",
+    );
+    s.push_str(&format!("{:<45}:{:>21}\n", "policy", policy));
+    s.push_str(&format!(
+        "{:<45}:{:>21}\n",
+        "prio",
+        if policy == 6 { -1 } else { 120 }
+    ));
+    if policy == 6 {
+        s.push_str(&format!("{:<45}:{:>21}\n", "dl.runtime", runtime));
+        s.push_str(&format!("{:<45}:{:>21}\n", "dl.deadline", deadline as i64));
+    } else {
+        s.push_str(&format!("{:<45}:{:>21}\n", "se.slice", 1_400_000));
+    }
+    s.push_str("clock-delta                                  :                   91\n");
+    s
+}
+
+/// The parser of `DlStateReader` (a real-time thread's own deadline state): what the kernel
+/// prints parses to exactly the values printed; anything else is `None` or a typed error.
+#[test]
+fn dl_state_sched_file() {
+    let printed = (prop_oneof![Just(6u32), 0u32..8], any::<i64>(), 0u64..(1 << 63));
+    // Round trip: a deterministic property run (the values are the point, not robustness).
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    runner
+        .run(&printed, |(policy, runtime, deadline)| {
+            let text = task_sched_file(policy, runtime, deadline);
+            let want = (policy == 6).then_some(pacer_adapt::DlState { deadline, runtime });
+            prop_assert_eq!(fuzzing::dl_state(text.as_bytes()), Ok(want));
+            Ok(())
+        })
+        .expect("what the kernel prints parses to the values printed");
+    let samples = vec![
+        task_sched_file(6, 2_827_216, 543_441_589_049),
+        task_sched_file(6, -35_012, 1),
+        task_sched_file(0, 0, 0),
+        PROC_SCHED.to_string(),
+    ];
+    let texts = prop_oneof![
+        1 => text::any_text(300),
+        6 => text::mutated_lines(text::TextSamples::new(samples)),
+    ];
+    fuzz::check("dl_state_sched_file", 2500, texts, |t: &String| {
+        if let Ok(Some(s)) = fuzzing::dl_state(t.as_bytes()) {
+            // Only a SCHED_DEADLINE task's text has a state, and a non-negative deadline.
+            assert!(s.deadline <= i64::MAX as u64);
+            assert!(t.contains("dl.runtime") && t.contains("dl.deadline"));
+        }
+    });
 }
 
 #[test]

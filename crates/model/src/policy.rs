@@ -5,6 +5,20 @@ use serde::Serialize;
 
 use crate::Reservation;
 
+/// The fair class's load weight of each nice value −20..=19 (`sched_prio_to_weight[]` in
+/// kernel/sched/core.c): nice 0 is 1024, and each step is about ×1.25, so one nice level is a
+/// 10 % share of CPU between two competing threads.
+pub const NICE_TO_WEIGHT: [u64; 40] = [
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121,
+    2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29,
+    23, 18, 15,
+];
+
+/// The load weight of `nice` (clamped to −20..=19).
+pub fn nice_weight(nice: i32) -> u64 {
+    NICE_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
+}
+
 /// Scheduling policy of a thread, as set with `sched_setattr`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "policy", rename_all = "snake_case")]

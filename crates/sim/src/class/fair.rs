@@ -11,15 +11,9 @@ use crate::record::ThreadId;
 /// Slice between fair picks: EEVDF's base slice 0.75 ms · (1 + log2(min(ncpus, 8))) on 8 CPUs.
 pub(crate) const FAIR_SLICE_NS: u64 = 3_000_000;
 
-/// `sched_prio_to_weight[]` for nice −20..19.
-const WEIGHTS: [u64; 40] = [
-    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121,
-    2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29,
-    23, 18, 15,
-];
-
+/// `sched_prio_to_weight[]` for nice −20..19 (one table for both kernels, in pacer-model).
 pub(crate) fn weight_of_nice(nice: i32) -> u64 {
-    WEIGHTS[(nice.clamp(-20, 19) + 20) as usize]
+    pacer_model::policy::nice_weight(nice)
 }
 
 #[derive(Debug, Default)]
