@@ -421,3 +421,40 @@ fn one_supervisor_compresses_every_clients_sessions_into_the_bound() {
     }
     assert!(wait_total_bw(base, Duration::from_secs(5)).is_some());
 }
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn an_unprivileged_client_boosts_its_own_thread_and_the_boost_ends_when_it_blocks() {
+    let _g = privileged();
+    let w = world();
+    let _d = daemon(&w, CONFIG);
+    // 200 ms asked; the worker runs 2 ms and blocks, which ends the boost early.
+    let out = as_user(&w, &["boost", "200"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = fields(&text);
+    assert!(f["nice_during"].parse::<i32>().unwrap() < 0, "{text}");
+    assert_eq!(f["nice_after"], f["nice_before"], "{text}");
+    // The Rust API: a thread of the calling process (root here) that sleeps throughout.
+    let (tid, stop, h) = sleeper();
+    let c = pacer::Client::connect_to(&w.socket).unwrap();
+    let g = c.boost(tid, 30_000_000).unwrap();
+    eprintln!("boost of a sleeping thread: {g:?}");
+    assert!(!g.actuators.is_empty());
+    let attr = pacer_linux::sched::get_attr(tid).unwrap();
+    assert!(attr.sched_nice < 0, "boosted: {attr:?}");
+    // It sleeps throughout: the boost ends when its 30 ms are up.
+    std::thread::sleep(Duration::from_millis(80));
+    let attr = pacer_linux::sched::get_attr(tid).unwrap();
+    assert_eq!(attr.sched_nice, 0, "undone after its duration: {attr:?}");
+    stop.send(()).unwrap();
+    h.join().unwrap();
+}

@@ -12,7 +12,10 @@
  * Real-time safety: pacer_session_hint_work_units, pacer_session_job_begin,
  * pacer_session_job_end and pacer_session_report_actual_work_duration are notifications: one
  * non-blocking send of a frame built on the stack, no allocation, no lock, no reply (a full
- * socket buffer gives -PACER_EWOULDBLOCK and the notification is dropped). Every other call is a
+ * socket buffer gives -PACER_EWOULDBLOCK and the notification is dropped). Job marks also read
+ * the thread's CPU clock and, under SCHED_DEADLINE, its remaining runtime and deadline from
+ * /proc/self/task/TID/sched (opened at the thread's first mark, the one allocation; then one
+ * pread into a stack buffer). Every other call is a
  * round trip: it allocates and waits for one reply (at most 5 s); keep it out of the real-time
  * loop, except pacer_session_sync when a new budget must be in force before the next job.
  */

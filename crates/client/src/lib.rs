@@ -9,7 +9,9 @@
 //! **Real-time safety.** Hints, job begin/end and actual-work reports are *notifications*: one
 //! non-blocking `send(2)` of a frame encoded into a stack buffer, no allocation, no lock, no
 //! waiting for the daemon (a full socket buffer gives [`Error::WouldBlock`] and the hint is
-//! dropped). Job marks also read the thread's CPU clock (`clock_gettime`, vDSO or one syscall).
+//! dropped). Job marks also read the thread's CPU clock and, under SCHED_DEADLINE, its deadline
+//! state (`/proc/self/task/TID/sched`, opened at the thread's first mark, then one `pread` into a
+//! stack buffer).
 //! The other calls are *round trips*: they allocate and wait for one reply (bounded by
 //! [`Client::set_timeout`]), so make them outside the real-time loop, except [`Session::sync`]
 //! when a budget must be in place before the next job.
@@ -537,6 +539,32 @@ pub fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
+thread_local! {
+    /// The calling thread's own `sched` file, opened at its first job mark (the one allocation),
+    /// read without allocating afterwards; `None` inside if it cannot be opened.
+    static OWN_DL: std::cell::RefCell<Option<Option<pacer_linux::dlstate::DlStateReader>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The calling thread's CPU time and, under SCHED_DEADLINE, its deadline state (eq. 3 of the
+/// audio paper needs both at job begin and end), read in that order.
+fn own_state() -> (u64, Option<protocol::WireDl>) {
+    OWN_DL.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let reader = cell.get_or_insert_with(|| pacer_linux::dlstate::DlStateReader::open_self().ok());
+        match reader.as_ref().map(|r| r.read_own()) {
+            Some(Ok((cpu, dl))) => (
+                cpu,
+                dl.map(|d| protocol::WireDl {
+                    deadline: d.deadline,
+                    runtime: d.runtime,
+                }),
+            ),
+            _ => (clock(libc::CLOCK_THREAD_CPUTIME_ID), None),
+        }
+    })
+}
+
 fn clock(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -590,12 +618,14 @@ impl Session {
                 self.id
             )));
         }
+        let t_ns = clock(libc::CLOCK_MONOTONIC);
+        let (cpu_ns, dl) = own_state();
         Ok(JobMark {
             session: self.id,
             tid,
-            t_ns: clock(libc::CLOCK_MONOTONIC),
-            cpu_ns: clock(libc::CLOCK_THREAD_CPUTIME_ID),
-            dl: None,
+            t_ns,
+            cpu_ns,
+            dl,
         })
     }
 

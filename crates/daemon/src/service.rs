@@ -14,6 +14,7 @@ use pacer_adapt::{
     AppEvent, Compression, Controller, DlState, FreqState, JobController, Kernel, KernelError, Pool,
     ProactiveController, Tid,
 };
+use pacer_linux::boost::{Actuator, BoostConfig, BoostError, Booster, How};
 use pacer_linux::guardian::Guardian;
 use pacer_linux::kernel::LinuxKernel;
 use pacer_linux::sched::ThreadSched;
@@ -24,8 +25,8 @@ use serde::Serialize;
 use crate::config::{Config, Quota};
 use crate::peer::{self, Peer, ThreadHandle};
 use crate::protocol::{
-    ControllerKind, ErrorCode, FrameError, JobMark, Reply, Request, SessionSpec, ThreadGrant, WireError,
-    MAX_TIDS, VERSION,
+    BoostGrant, ControllerKind, ErrorCode, FrameError, JobMark, Reply, Request, SessionSpec, ThreadGrant,
+    WireError, MAX_TIDS, VERSION,
 };
 
 /// A connection, numbered by the server.
@@ -242,8 +243,19 @@ pub struct Service {
     /// allowed, since the "daemon" is the application itself.
     in_process: bool,
     next_tick_ns: u64,
+    /// When the periodic part of the tick (threads, idle sessions, guardian) is due next.
+    next_periodic_ns: u64,
     ticks: u64,
+    /// Interactive boosts (VT-CFS), started at the first boost request.
+    booster: Option<Booster>,
+    boosts: u64,
 }
+
+/// Longest interactive boost a client may ask for, ns.
+pub const MAX_BOOST_NS: u64 = 5_000_000_000;
+/// How often active boosts are checked for expiry or blocking, ns: a boost lasts milliseconds,
+/// and the paper ends it as soon as the thread sleeps.
+const BOOST_CHECK_NS: u64 = 1_000_000;
 
 /// How often the service checks threads, idle sessions and its guardian, ns.
 pub const TICK_NS: u64 = 100_000_000;
@@ -267,7 +279,10 @@ impl Service {
             start_ns: now,
             in_process: false,
             next_tick_ns: now + TICK_NS,
+            next_periodic_ns: now + TICK_NS,
             ticks: 0,
+            booster: None,
+            boosts: 0,
         }
     }
 
@@ -460,10 +475,9 @@ impl Service {
                 self.close_session(session);
                 Ok(Some(Reply::Closed { session }))
             }
-            Request::Boost { tid, .. } => Err(WireError::new(
-                ErrorCode::Unsupported,
-                format!("interactive boost of thread {tid}: this daemon has no boost actuator"),
-            )),
+            Request::Boost { tid, duration_ns } => self
+                .boost(conn, tid, duration_ns)
+                .map(|g| Some(Reply::Boosted(g))),
             Request::Status => {
                 let c = &self.conns[&conn];
                 let viewer = if c.peer.uid == 0 { None } else { Some(c.peer.uid) };
@@ -472,6 +486,77 @@ impl Service {
                 }))
             }
         }
+    }
+
+    fn boost(&mut self, conn: ConnId, tid: Tid, duration_ns: u64) -> Result<BoostGrant, WireError> {
+        let c = &self.conns[&conn];
+        if !c.quota.boost {
+            return Err(WireError::new(
+                ErrorCode::Quota,
+                format!(
+                    "uid {} may not ask for boosts (limits from {})",
+                    c.peer.uid, c.quota.source
+                ),
+            ));
+        }
+        if duration_ns == 0 || duration_ns > MAX_BOOST_NS {
+            return Err(WireError::new(
+                ErrorCode::Invalid,
+                format!("boost duration {duration_ns} ns is not in 1 ns ..= {MAX_BOOST_NS} ns"),
+            ));
+        }
+        // The same ownership rule as for sessions; the handle only checks, the booster holds no
+        // reservation.
+        let _h = if self.in_process {
+            ThreadHandle::open_own(tid)?
+        } else {
+            ThreadHandle::open_for(tid, &c.peer.clone(), c.quota.same_uid)?
+        };
+        if self.kernel.handles.contains_key(&tid) {
+            return Err(WireError::new(
+                ErrorCode::Invalid,
+                format!("thread {tid} is in a reservation session: a boost is for SCHED_OTHER threads"),
+            ));
+        }
+        if self.booster.is_none() {
+            let mut b = Booster::new(BoostConfig::default());
+            // Its own guardian: the boosts are undone if the daemon dies.
+            if let Some(Ok(g)) = self.respawn.as_mut().map(|f| f()) {
+                b = b.with_guardian(g);
+            }
+            self.booster = Some(b);
+        }
+        let b = self.booster.as_mut().expect("just made");
+        let g = b.boost(tid, duration_ns, How::Auto).map_err(|e| {
+            let code = match e {
+                BoostError::NotFair { .. } | BoostError::Invalid(_) => ErrorCode::Invalid,
+                BoostError::Unsupported(_) => ErrorCode::Unsupported,
+                BoostError::NoSuchThread(_) => ErrorCode::NoSuchThread,
+                BoostError::Sched(_) => ErrorCode::Kernel,
+            };
+            WireError::new(code, format!("boost of thread {tid}: {e}"))
+        })?;
+        self.boosts += 1;
+        self.next_tick_ns = self.next_tick_ns.min(self.kernel.now() + BOOST_CHECK_NS);
+        Ok(BoostGrant {
+            tid,
+            actuators: g
+                .actuators
+                .list()
+                .into_iter()
+                .map(|a| {
+                    match a {
+                        Actuator::Nice => "nice",
+                        Actuator::Slice => "eevdf-slice",
+                        Actuator::Uclamp => "uclamp",
+                    }
+                    .to_string()
+                })
+                .collect(),
+            nice: g.actuators.contains(Actuator::Nice).then_some(g.nice),
+            slice_ns: g.slice_ns,
+            until_ns: g.until,
+        })
     }
 
     fn own_session(&mut self, conn: ConnId, id: u32) -> Result<&mut Session, WireError> {
@@ -753,6 +838,12 @@ impl Service {
         if now < self.next_tick_ns {
             return;
         }
+        if now < self.next_periodic_ns {
+            // Only the boosts are due.
+            self.next_tick_ns = self.next_periodic_ns;
+            self.tick_boosts(now);
+            return;
+        }
         self.ticks += 1;
         let mut period = TICK_NS;
         // Threads that exited leave their session; a session with none left closes.
@@ -789,7 +880,24 @@ impl Service {
             }
         }
         self.check_guardian();
-        self.next_tick_ns = now + period;
+        self.next_periodic_ns = now + period;
+        self.next_tick_ns = self.next_periodic_ns;
+        self.tick_boosts(now);
+    }
+
+    /// Ends the boosts whose time is up or whose thread blocked; keeps checking often while any
+    /// is active.
+    fn tick_boosts(&mut self, now: u64) {
+        let Some(b) = self.booster.as_mut() else { return };
+        for e in b.tick(now) {
+            if let pacer_linux::boost::Undone::Failed(why) = &e.undone {
+                self.notices
+                    .push(format!("boost of thread {}: undo failed: {why}", e.tid));
+            }
+        }
+        if !b.active().is_empty() {
+            self.next_tick_ns = self.next_tick_ns.min(now + BOOST_CHECK_NS);
+        }
     }
 
     fn check_guardian(&mut self) {
@@ -832,6 +940,17 @@ impl Service {
             self.end_session(id);
         }
         self.conns.clear();
+        if let Some(mut b) = self.booster.take() {
+            for e in b.release_all() {
+                if let pacer_linux::boost::Undone::Failed(why) = &e.undone {
+                    self.notices
+                        .push(format!("boost of thread {}: undo failed: {why}", e.tid));
+                }
+            }
+            if let Some(g) = b.take_guardian() {
+                g.finish();
+            }
+        }
         let failed = self.take_notices();
         if let Some(g) = self.guardian.take() {
             if failed.is_empty() {
@@ -913,6 +1032,8 @@ impl Service {
             allocation: self.pool.allocation_status(),
             reserved_bandwidth: reserved,
             connections: self.conns.len(),
+            boosts: self.boosts,
+            active_boosts: self.booster.as_ref().map_or(0, |b| b.active().len()),
             guardian: self.guardian.as_ref().map(|g| g.pid()),
             users: users.into_values().collect(),
             sessions,
@@ -939,6 +1060,9 @@ pub struct DaemonStatus {
     /// The shared supervisor's verdict at its last allocation (full, compressed, infeasible).
     pub allocation: Option<pacer_adapt::supervisor::AllocationStatus>,
     pub connections: usize,
+    /// Interactive boosts granted since start, and in force now.
+    pub boosts: u64,
+    pub active_boosts: usize,
     pub guardian: Option<u32>,
     pub users: Vec<UserStatus>,
     pub sessions: Vec<SessionStatus>,

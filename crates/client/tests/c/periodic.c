@@ -6,6 +6,8 @@
  *   periodic run PERIOD_MS LIGHT_JOBS    light jobs (1 unit), then a heavier load (4 units)
  *   periodic hold PERIOD_MS              reserve, say so, then keep running jobs until killed
  *   periodic quota PERIOD_MS BW          ask for a per-thread ceiling BW; print the refusal
+ *   periodic boost DURATION_MS           boost a worker thread of its own; print its nice value
+ *                                        during the boost and after it blocked
  *
  * Prints key=value lines; exits 0 when what it checks held.
  */
@@ -13,6 +15,8 @@
 #include <pacer.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +76,19 @@ static void jobs(pacer_session *s, int n, int units, int64_t period_ns, struct t
     }
 }
 
+static pid_t worker_tid;
+static volatile int worker_go;
+
+static void *worker(void *arg) {
+    (void)arg;
+    worker_tid = gettid();
+    while (!worker_go)
+        usleep(1000);
+    work(5); /* 2 ms of CPU, then it blocks: the boost ends */
+    usleep(50000);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: periodic run|hold|quota PERIOD_MS [N|BW]\n");
@@ -84,6 +101,24 @@ int main(int argc, char **argv) {
         return fail("connect");
     printf("in_process=%d\n", pacer_client_in_process(c));
     pid_t tid = gettid();
+    if (strcmp(mode, "boost") == 0) {
+        pthread_t th;
+        pthread_create(&th, NULL, worker, NULL);
+        while (!worker_tid)
+            usleep(1000);
+        int before = getpriority(PRIO_PROCESS, worker_tid);
+        int r = pacer_boost(c, worker_tid, period_ns);
+        if (r < 0)
+            return fail("boost");
+        int during = getpriority(PRIO_PROCESS, worker_tid);
+        worker_go = 1;
+        usleep(30000);
+        int after = getpriority(PRIO_PROCESS, worker_tid);
+        pthread_join(th, NULL);
+        printf("nice_before=%d nice_during=%d nice_after=%d\n", before, during, after);
+        pacer_disconnect(c);
+        return during < before && after == before ? 0 : 1;
+    }
     if (strcmp(mode, "quota") == 0) {
         double bw = argc > 3 ? atof(argv[3]) : 0.5;
         pacer_session *s = pacer_session_create_ex(c, &tid, 1, period_ns, PACER_CONTROLLER_PROACTIVE, bw);
