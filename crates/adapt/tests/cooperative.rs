@@ -209,8 +209,10 @@ fn job_controller_is_the_lfspp_adaptive_reservation_baseline() {
         cpu += w;
         seen.push(runtime(&k));
     }
-    // max 1 → 1.15; max 3 → 3.45; max of 3 → 3.45; second max of 4 (2 ms) → 2.3 ms.
-    assert_eq!(seen, vec![1_150_000, 3_450_000, 3_450_000, 2_300_000]);
+    // max 1 → 1.15; the 3 ms job overran 1.15 ms: the ceiling 0.9·10 ms while the thread
+    // catches up; the 2 ms job fits the prediction (max of 3 → 3.45) again; second max of 4
+    // (2 ms) → 2.3 ms.
+    assert_eq!(seen, vec![1_150_000, 9_000_000, 3_450_000, 2_300_000]);
     let st = c.thread_status(1).unwrap();
     // The 3 ms job overran the 1.15 ms budget in force.
     assert_eq!((st.jobs, st.overruns, st.predicted_ns), (4, 1, Some(2 * MS)));
