@@ -244,13 +244,7 @@ fn busy(ns: u64) {
 }
 
 fn cpu_now() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    pacer_linux::sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// The daemon's CPU time (all its threads, ns precision from schedstat), ns.

@@ -566,13 +566,7 @@ fn own_state() -> (u64, Option<protocol::WireDl>) {
 }
 
 fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid pointer.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    pacer_linux::sys::clock_ns(id)
 }
 
 /// A session: threads whose reservations pacer sizes. Closing it (or dropping it) gives the

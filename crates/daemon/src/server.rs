@@ -185,7 +185,7 @@ impl Server {
                 }
                 pfds.push(pfd(c.stream.as_raw_fd(), ev));
             }
-            let now = now_ns();
+            let now = pacer_linux::sys::monotonic_ns();
             let wait_ms = self
                 .service
                 .next_tick_ns()
@@ -363,15 +363,4 @@ impl Server {
         self.conns.remove(&id);
         self.service.disconnect(id);
     }
-}
-
-/// CLOCK_MONOTONIC, ns.
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -575,15 +575,7 @@ pub struct Booster {
     census: Option<(u64, Census)>,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid pointer given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use crate::sys::monotonic_ns;
 
 impl Booster {
     /// A booster with the kernel's support probed ([`Support::probe`]).

@@ -131,15 +131,7 @@ impl LinuxKernel {
 
 impl Kernel for LinuxKernel {
     fn now(&self) -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec into the valid pointer given.
-        unsafe {
-            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-        }
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        crate::sys::monotonic_ns()
     }
     fn cpus(&self) -> usize {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
