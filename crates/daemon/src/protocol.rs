@@ -326,8 +326,8 @@ pub enum Frame<'a> {
     Oversized(usize),
 }
 
-/// Splits a byte stream into frames, bounded: it never holds more than one frame of at most
-/// `max` bytes, however much a peer sends.
+/// Splits a byte stream into frames, bounded: it holds what one read brought plus at most one
+/// incomplete frame of at most `max` bytes, however much a peer sends.
 #[derive(Debug)]
 pub struct FrameReader {
     buf: Vec<u8>,

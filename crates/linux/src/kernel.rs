@@ -134,7 +134,10 @@ impl Kernel for LinuxKernel {
         crate::sys::monotonic_ns()
     }
     fn cpus(&self) -> usize {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        // Once per process: `available_parallelism` reads the cgroup quota files every call, and
+        // the supervisor asks at every allocation (16 % of the daemon's CPU with 100 sessions).
+        static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *CPUS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
     }
     fn threads(&self) -> Vec<Tid> {
         self.procfs.threads_of(self.pid).unwrap_or_default()

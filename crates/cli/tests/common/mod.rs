@@ -19,13 +19,17 @@ pub fn pacer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pacer"))
 }
 
-/// Checks what `pacer exec` needs (root, SCHED_DEADLINE, tracefs), then takes the machine for
-/// this test.
+/// Takes the machine for this test, then checks what `pacer exec` needs (root, SCHED_DEADLINE,
+/// tracefs).
 pub fn privileged() -> MutexGuard<'static, ()> {
+    // The machine first, then the probes: the SCHED_DEADLINE probe holds a small reservation
+    // for a moment, which a test reading its `total_bw` baseline meanwhile would count (seen:
+    // a baseline 53 above the fair servers' 104856, then "difference -53").
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require(Need::Root);
     require(Need::SchedDeadline);
     require(Need::Tracefs);
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    g
 }
 
 /// `kill(pid, sig)`.
