@@ -67,9 +67,8 @@ enum Command {
     Cpuset(cpuset::Args),
     /// Check (and with --repair fix) SCHED_DEADLINE accounting, orphaned sessions and leftovers.
     Doctor(doctor::Args),
-    /// Serve adaptive SCHED_DEADLINE reservations to applications linked with libpacer (pacerd).
+    // No doc comments here: they would replace the long help written on the argument structs.
     Daemon(daemon::Args),
-    /// Show the daemon's sessions, threads, bandwidths, quotas and refusals.
     Status(daemon::StatusArgs),
     /// Internal: the companion that restores threads if pacer is killed (reads stdin).
     #[command(hide = true)]
