@@ -79,8 +79,9 @@ struct DaemonChild {
 
 impl Drop for DaemonChild {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if let Ok(p) = pacer_linux::procfs::Pidfd::open(self.child.id()) {
+            let _ = p.send_signal(pacer_linux::signals::SIGTERM);
+        }
         let _ = self.child.wait();
     }
 }

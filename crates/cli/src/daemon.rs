@@ -57,6 +57,19 @@ fn load(args: &Args) -> Result<Config> {
     Ok(cfg)
 }
 
+fn bound_text(cfg: &Config) -> String {
+    cfg.bound.map_or("the kernel's admission limit".to_string(), |b| {
+        format!("{b} CPUs")
+    })
+}
+
+fn priority_text(cfg: &Config) -> String {
+    match cfg.rt_priority {
+        0 => "SCHED_OTHER".to_string(),
+        p => format!("SCHED_FIFO {p}"),
+    }
+}
+
 pub fn run(args: Args) -> Result<u8> {
     let cfg = load(&args)?;
     if args.check {
@@ -68,8 +81,8 @@ pub fn run(args: Args) -> Result<u8> {
                 "configuration OK: socket {} (mode {}), bound {}, daemon priority {}, unprivileged default: {} CPU in at most {} sessions, periods ≥ {} ns, {} CPU per thread",
                 cfg.socket.display(),
                 cfg.socket_mode,
-                cfg.bound.map_or("the kernel's admission limit".to_string(), |b| format!("{b} CPUs")),
-                if cfg.rt_priority == 0 { "SCHED_OTHER".to_string() } else { format!("SCHED_FIFO {}", cfg.rt_priority) },
+                bound_text(&cfg),
+                priority_text(&cfg),
                 q.bandwidth.unwrap_or(f64::INFINITY),
                 q.sessions.unwrap_or(u32::MAX),
                 q.min_period_ns,
@@ -106,15 +119,8 @@ pub fn run(args: Args) -> Result<u8> {
         "pacer daemon: listening on {} (PID {}, bound {}, {}); stop with Ctrl-C or SIGTERM",
         cfg.socket.display(),
         std::process::id(),
-        cfg.bound
-            .map_or("the kernel's admission limit".to_string(), |b| format!(
-                "{b} CPUs"
-            )),
-        if cfg.rt_priority == 0 {
-            "SCHED_OTHER".to_string()
-        } else {
-            format!("SCHED_FIFO {}", cfg.rt_priority)
-        }
+        bound_text(&cfg),
+        priority_text(&cfg)
     );
     let mut server = Server::new(service, Some(listener));
     use std::os::fd::AsRawFd;

@@ -32,7 +32,7 @@ extern "C" {
 
 #define PACER_PROTOCOL_VERSION 1
 
-/* Error codes (returned negated). 1-13 come from the daemon, 20-26 from the library. */
+/* Error codes (returned negated). 1-12 come from the daemon, 20-26 from the library. */
 #define PACER_EVERSION 1       /* the daemon speaks another protocol version */
 #define PACER_EMALFORMED 2     /* malformed message */
 #define PACER_ETOOLARGE 3      /* message too large */
@@ -45,7 +45,6 @@ extern "C" {
 #define PACER_EINVAL 10        /* invalid argument */
 #define PACER_EUNSUPPORTED 11  /* not supported by this kernel or configuration */
 #define PACER_EKERNEL 12       /* a kernel operation failed */
-#define PACER_ESHUTDOWN 13     /* the daemon is shutting down */
 #define PACER_ECONNECT 20      /* cannot connect to the daemon */
 #define PACER_EIO 21           /* I/O error on the connection */
 #define PACER_ETIMEDOUT 22     /* no reply in time */

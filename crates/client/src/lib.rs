@@ -65,7 +65,7 @@ pub enum Error {
     InProcess(String),
 }
 
-/// The C API's codes for errors that are the client's own (daemon codes are 1–13).
+/// The C API's codes for errors that are the client's own (daemon codes are 1–12).
 pub mod codes {
     pub const CONNECT: i32 = 20;
     pub const IO: i32 = 21;
@@ -187,19 +187,7 @@ pub fn default_socket() -> PathBuf {
 
 /// Whether this process may set SCHED_DEADLINE itself (root or CAP_SYS_NICE).
 pub fn privileged() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    const CAP_SYS_NICE: u32 = 23;
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .is_some_and(|caps| caps & (1 << CAP_SYS_NICE) != 0)
+    pacer_linux::cred::may_set_deadline()
 }
 
 impl Client {
@@ -238,12 +226,7 @@ impl Client {
     /// applies; quotas do not (the application is its own user).
     pub fn in_process(cfg: Config) -> Result<Client, Error> {
         let (mine, theirs) = UnixStream::pair().map_err(Error::Io)?;
-        // SAFETY: getuid/getgid cannot fail.
-        let peer = Peer {
-            pid: std::process::id(),
-            uid: unsafe { libc::getuid() },
-            gid: unsafe { libc::getgid() },
-        };
+        let peer = Peer::this_process();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("pacer-service".into())
@@ -350,8 +333,12 @@ impl Client {
             if left.is_zero() {
                 return Err(Error::Timeout(timeout));
             }
-            if !wait_fd(inner.stream.as_raw_fd(), libc::POLLIN, left)? {
-                return Err(Error::Timeout(timeout));
+            let ready =
+                pacer_linux::signals::wait_readable(&[inner.stream.as_raw_fd()], left.as_nanos() as u64)
+                    .map_err(|e| Error::Io(io::Error::other(e.to_string())))?;
+            if !ready[0] {
+                // Timed out or interrupted: the deadline check above decides.
+                continue;
             }
             let want = rt.reader.want().min(buf.len());
             match (&inner.stream).read(&mut buf[..want]) {
@@ -371,31 +358,16 @@ impl Client {
     fn notify(&self, req: &Request) -> Result<(), Error> {
         let mut buf = [0u8; 96];
         let n = encode_into(req, &mut buf).map_err(|e| Error::Invalid(e.to_string()))?;
-        loop {
-            // SAFETY: `buf[..n]` is initialised and valid for reads; flags are plain bits.
-            let r = unsafe {
-                libc::send(
-                    self.inner.stream.as_raw_fd(),
-                    buf.as_ptr().cast(),
-                    n,
-                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-                )
-            };
-            if r == n as isize {
-                return Ok(());
-            }
-            if r >= 0 {
-                // A Unix stream socket queues a frame this small whole or not at all; a partial
-                // send would corrupt the stream, so say so rather than carry on.
-                return Err(Error::Protocol(format!("partial send of {r} of {n} bytes")));
-            }
-            let e = io::Error::last_os_error();
-            match e.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Err(Error::WouldBlock),
-                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => return Err(Error::Closed),
-                _ => return Err(Error::Io(e)),
-            }
+        match pacer_linux::sys::send_nowait(self.inner.stream.as_raw_fd(), &buf[..n]) {
+            Ok(sent) if sent == n => Ok(()),
+            // A Unix stream socket queues a frame this small whole or not at all; a partial send
+            // would corrupt the stream, so say so rather than carry on.
+            Ok(sent) => Err(Error::Protocol(format!("partial send of {sent} of {n} bytes"))),
+            Err(e) => Err(match e.kind() {
+                io::ErrorKind::WouldBlock => Error::WouldBlock,
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => Error::Closed,
+                _ => Error::Io(e),
+            }),
         }
     }
 
@@ -469,26 +441,6 @@ fn unexpected(r: &Reply) -> Error {
     Error::Protocol(format!("{r:?}"))
 }
 
-fn wait_fd(fd: i32, events: i16, timeout: Duration) -> Result<bool, Error> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-    loop {
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if r >= 0 {
-            return Ok(r > 0);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(Error::Io(e));
-        }
-    }
-}
-
 fn write_all(mut s: &UnixStream, mut data: &[u8], timeout: Duration) -> Result<(), Error> {
     s.set_write_timeout(Some(timeout)).map_err(Error::Io)?;
     while !data.is_empty() {
@@ -535,8 +487,7 @@ impl SessionOptions {
 
 /// The calling thread's id.
 pub fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    pacer_linux::sched::gettid()
 }
 
 thread_local! {

@@ -145,8 +145,6 @@ pub enum ErrorCode {
     Unsupported = 11,
     /// A kernel operation failed.
     Kernel = 12,
-    /// The daemon is shutting down.
-    ShuttingDown = 13,
 }
 
 impl ErrorCode {
@@ -165,7 +163,6 @@ impl ErrorCode {
             10 => Invalid,
             11 => Unsupported,
             12 => Kernel,
-            13 => ShuttingDown,
             _ => return None,
         })
     }
@@ -186,7 +183,6 @@ impl ErrorCode {
             Invalid => "invalid argument",
             Unsupported => "not supported here",
             Kernel => "a kernel operation failed",
-            ShuttingDown => "the daemon is shutting down",
         }
     }
 }
@@ -483,12 +479,12 @@ mod tests {
 
     #[test]
     fn error_codes_round_trip() {
-        for v in 1..=13 {
+        for v in 1..=12 {
             let c = ErrorCode::from_i32(v).unwrap();
             assert_eq!(c as i32, v);
             assert!(!c.describe().is_empty());
         }
         assert_eq!(ErrorCode::from_i32(0), None);
-        assert_eq!(ErrorCode::from_i32(14), None);
+        assert_eq!(ErrorCode::from_i32(13), None);
     }
 }

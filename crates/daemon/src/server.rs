@@ -14,6 +14,8 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
+use pacer_linux::epoll::Epoll;
+
 use crate::peer::{peer_cred, Peer};
 use crate::protocol::{decode, encode, Frame, FrameError, FrameReader, Reply, Request, MAX_REQUEST};
 use crate::service::{ConnId, Service};
@@ -83,10 +85,6 @@ impl Listener {
             ino,
         })
     }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// Event tokens: the stop descriptor, the listener, then connection `id` as `CONN_BASE + id`.
@@ -96,64 +94,6 @@ const CONN_BASE: u64 = 2;
 
 fn token(id: ConnId) -> u64 {
     CONN_BASE + id
-}
-
-/// epoll(7), level-triggered: one wait costs the same with 1 or 1000 connections, where poll(2)
-/// scanned every descriptor at every message (the daemon's CPU grew with sessions × messages).
-struct Epoll {
-    fd: std::os::fd::OwnedFd,
-}
-
-impl Epoll {
-    fn new() -> io::Result<Epoll> {
-        // SAFETY: epoll_create1 takes a flag and returns a new descriptor or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel just returned this descriptor; nobody else owns it.
-        Ok(Epoll {
-            fd: unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) },
-        })
-    }
-
-    fn ctl(&self, op: i32, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: both descriptors are open; `ev` is a valid event for the call's duration.
-        let r = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    fn add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_ADD, fd, token, events)
-    }
-
-    fn modify(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, token, events)
-    }
-
-    fn delete(&self, fd: RawFd) {
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0);
-    }
-
-    fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> io::Result<usize> {
-        // SAFETY: `events` is a writable array of `events.len()` entries.
-        let r = unsafe {
-            libc::epoll_wait(
-                self.fd.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as i32,
-                timeout_ms,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(r as usize)
-    }
 }
 
 struct Connection {
@@ -199,10 +139,6 @@ impl Server {
             messages: 0,
             epoll: None,
         }
-    }
-
-    pub fn service(&mut self) -> &mut Service {
-        &mut self.service
     }
 
     /// Messages served so far.

@@ -245,7 +245,6 @@ pub struct Service {
     next_tick_ns: u64,
     /// When the periodic part of the tick (threads, idle sessions, guardian) is due next.
     next_periodic_ns: u64,
-    ticks: u64,
     /// Interactive boosts (VT-CFS), started at the first boost request.
     booster: Option<Booster>,
     boosts: u64,
@@ -280,7 +279,6 @@ impl Service {
             in_process: false,
             next_tick_ns: now + TICK_NS,
             next_periodic_ns: now + TICK_NS,
-            ticks: 0,
             booster: None,
             boosts: 0,
         }
@@ -291,10 +289,6 @@ impl Service {
         let mut s = Service::new(cfg, None, None);
         s.in_process = true;
         s
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.cfg
     }
 
     /// Messages for the operator since the last call.
@@ -844,7 +838,6 @@ impl Service {
             self.tick_boosts(now);
             return;
         }
-        self.ticks += 1;
         let mut period = TICK_NS;
         // Threads that exited leave their session; a session with none left closes.
         let ids: Vec<u32> = self.sessions.keys().copied().collect();

@@ -18,6 +18,8 @@
 //! - [`perf`]: per-thread context-switch and migration counts from perf software events;
 //! - [`dlstate`]: a SCHED_DEADLINE thread's current deadline and remaining runtime (the audio
 //!   paper's eq. 3 inputs) from `/proc/PID/task/TID/sched`, with an allocation-free reader;
+//! - [`cred`]: socket peer credentials, user and group names, thread owners; [`epoll`]: the
+//!   event loop primitive of `pacer daemon`;
 //! - [`boost`]: temporary interactive boosts of SCHED_OTHER threads (VT-CFS §4 eq. 6 nice, EEVDF
 //!   slice, uclamp), undone when their time is up or the thread blocks;
 //! - [`kernel`]: all of the above as the adaptation engine's `Kernel` ([`kernel::LinuxKernel`]);
@@ -30,7 +32,9 @@ pub mod boost;
 pub mod cgroup;
 pub mod control;
 pub mod cpufreq;
+pub mod cred;
 pub mod dlstate;
+pub mod epoll;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guardian;

@@ -210,10 +210,21 @@ pub struct Pidfd {
 impl Pidfd {
     /// `pidfd_open(pid, 0)`. `pid` must be a process (thread-group leader).
     pub fn open(pid: Tid) -> Result<Pidfd, LinuxError> {
+        Pidfd::open_with(pid, 0)
+    }
+
+    /// `pidfd_open(tid, PIDFD_THREAD)` (Linux ≥ 6.9; EINVAL before): any thread, polling
+    /// readable once that thread has exited. [`Pidfd::pid`] is then the thread's id.
+    pub fn open_thread(tid: Tid) -> Result<Pidfd, LinuxError> {
+        const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+        Pidfd::open_with(tid, PIDFD_THREAD)
+    }
+
+    fn open_with(pid: Tid, flags: u32) -> Result<Pidfd, LinuxError> {
         let raw_pid = libc::pid_t::try_from(pid)
             .map_err(|_| LinuxError::InvalidInput(format!("process id {pid} out of range")))?;
         // SAFETY: pidfd_open takes a pid and flags by value and touches no memory of ours.
-        let r = unsafe { libc::syscall(libc::SYS_pidfd_open, raw_pid, 0u32) };
+        let r = unsafe { libc::syscall(libc::SYS_pidfd_open, raw_pid, flags) };
         if r < 0 {
             return Err(LinuxError::syscall("pidfd_open", pid));
         }

@@ -172,6 +172,30 @@ pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// `send(fd, buf, MSG_DONTWAIT | MSG_NOSIGNAL)`: queue `buf` on a socket without blocking or
+/// raising SIGPIPE (the client library's notifications, sent from real-time threads).
+/// Allocation-free; `Interrupted` is retried.
+pub fn send_nowait(fd: std::os::fd::RawFd, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is initialised and valid for reads of its length; flags are plain bits.
+        let r = unsafe {
+            libc::send(
+                fd,
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
