@@ -44,7 +44,7 @@ for rep in $(seq "$reps"); do
       fi
       printf '%-7s P=%-9s ' $shape $p
       "$pacer" cpuset --cpus 1 -- sh -c "$pacer run --calibration $cal $here/load.json > /dev/null & sleep 0.5;
-        $pacer exec --json --status-every 250ms --duration 4s --thread $thread -- $prog; s=\$?; wait; exit \$s" |
+        $pacer exec --json --status-every 250ms --duration 7s --thread $thread -- $prog; s=\$?; wait; exit \$s" |
         first $p
     done
   done

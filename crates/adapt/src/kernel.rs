@@ -138,6 +138,13 @@ pub trait Kernel {
     fn threads(&self) -> Vec<Tid>;
     /// Cumulative CPU time of a thread, ns.
     fn cpu_time(&self, t: Tid) -> Result<u64, KernelError>;
+    /// Cumulative time the thread was runnable but waiting for a CPU (its run delay), ns; `None`
+    /// when the kernel cannot tell (the default). A thread that waits a large share of its
+    /// time runs late, and a late periodic thread's wake-ups no longer show its period: the
+    /// [`LegacyController`](crate::controller::LegacyController) probes such a thread.
+    fn run_delay(&self, _t: Tid) -> Result<Option<u64>, KernelError> {
+        Ok(None)
+    }
     /// Starts or stops recording a thread's wake-up timestamps.
     fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError>;
     /// Appends the wake-up timestamps (ns) recorded since the last call to `out`.

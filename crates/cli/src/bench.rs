@@ -1,9 +1,10 @@
 //! `pacer bench …`: experiments that measure pacer itself and print what they measured.
 
 use anyhow::{bail, Result};
+use pacer_adapt::controller::LegacyConfig;
 use pacer_adapt::period::{PeriodConfig, DEFAULT_MIN_CONFIDENCE};
 use pacer_model::Duration;
-use pacer_sim::experiments::{period_point, Degradation, PeriodPoint};
+use pacer_sim::experiments::{closed_loop_point, period_point, ClosedLoopPoint, Degradation, PeriodPoint};
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
@@ -48,7 +49,15 @@ time of one analysis of all wake-ups.\n\
 \n\
 The degraded-trace table impairs the traced wake-ups at no load: 15 % dropped at random, 15 %\n\
 spurious (random times, not timer-raised), Gaussian jitter of --degrade-jitter on every\n\
-timestamp, and all three."
+timestamp, and all three.\n\
+\n\
+The closed-loop table runs the LFS++ controller (pacer exec's, default options) on the same program\n\
+and load for --horizon after the warm-up, with the load window as its detection window, once with\n\
+the starvation probe and once without (--no-probe): a reservation that makes the program run on time\n\
+changes what its trace shows. 'final within 1 %' = reserved period within 1 % at the end; 'first' =\n\
+the first period reserved was; 'wrong' = ends reserved at a period more than 1 % off; 'probed' =\n\
+share of trials probed; 'right after' = median / max time from the start of tracing until the\n\
+period was right for good. --horizon 0 skips the table."
 )]
 pub struct PeriodArgs {
     /// Observation windows swept at load 0 (comma-separated durations).
@@ -66,6 +75,9 @@ pub struct PeriodArgs {
     /// Timestamp jitter (standard deviation) of the degraded-trace table.
     #[arg(long, default_value = "0.1ms", value_parser = parse_duration)]
     pub degrade_jitter: Duration,
+    /// How long the closed-loop table lets the controller run (0: skip the table).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub horizon: Duration,
     /// Trials per point.
     #[arg(long, default_value_t = 30, value_parser = crate::count_in::<1, 100_000>)]
     pub trials: usize,
@@ -87,6 +99,9 @@ struct PeriodReport {
     window_sweep: Vec<PeriodPoint>,
     load_sweep: Vec<PeriodPoint>,
     degraded: Vec<PeriodPoint>,
+    /// The controller in closed loop, with the starvation probe and without.
+    closed_loop: Vec<ClosedLoopPoint>,
+    closed_loop_no_probe: Vec<ClosedLoopPoint>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -142,6 +157,25 @@ fn period(a: PeriodArgs) -> Result<()> {
         .iter()
         .map(|&d| period_point(a.degrade_window.ns(), 0.0, d, a.trials, a.seed, &cfg).0)
         .collect();
+    let closed = |probe: bool| -> Vec<ClosedLoopPoint> {
+        if a.horizon.is_zero() {
+            return Vec::new();
+        }
+        let lc = LegacyConfig {
+            window_ns: a.load_window.ns(),
+            probe_wait: if probe {
+                LegacyConfig::default().probe_wait
+            } else {
+                None
+            },
+            ..LegacyConfig::default()
+        };
+        a.loads
+            .iter()
+            .map(|&l| closed_loop_point(l, a.horizon.ns(), a.trials, a.seed, &lc).0)
+            .collect()
+    };
+    let (closed_loop, closed_loop_no_probe) = (closed(true), closed(false));
     if a.json {
         let r = PeriodReport {
             seed: a.seed,
@@ -151,6 +185,8 @@ fn period(a: PeriodArgs) -> Result<()> {
             window_sweep,
             load_sweep,
             degraded,
+            closed_loop,
+            closed_loop_no_probe,
         };
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -235,5 +271,43 @@ fn period(a: PeriodArgs) -> Result<()> {
         a.degrade_window,
         table(&degraded)
     );
+    if !closed_loop.is_empty() {
+        let mut t = Table::new(&[
+            "RT load",
+            "final within 1 %",
+            "first",
+            "wrong",
+            "probed",
+            "right after",
+            "no probe: final",
+            "first",
+            "wrong",
+        ]);
+        let share = |x: f64| format!("{:.0} %", x * 100.0);
+        let secs = |x: Option<u64>| x.map_or("-".into(), |ns| format!("{:.1} s", ns as f64 / 1e9));
+        for (p, q) in closed_loop.iter().zip(&closed_loop_no_probe) {
+            t.push(vec![
+                format!("{:.0} %", p.load * 100.0),
+                share(p.within_1pct),
+                share(p.first_within_1pct),
+                share(p.wrong),
+                share(p.probed),
+                format!(
+                    "{} / {}",
+                    secs(p.median_right_after_ns),
+                    secs(p.max_right_after_ns)
+                ),
+                share(q.within_1pct),
+                share(q.first_within_1pct),
+                share(q.wrong),
+            ]);
+        }
+        println!(
+            "closed loop: the LFS++ controller for {}, detection window {}:\n{}",
+            a.horizon,
+            a.load_window,
+            t.render()
+        );
+    }
     Ok(())
 }

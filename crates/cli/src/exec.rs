@@ -90,6 +90,15 @@ pub struct ControlArgs {
     /// calibrated minimum, see docs/exec.md]. 0 adopts any period the analyser reports.
     #[arg(long)]
     min_confidence: Option<f64>,
+    /// Starvation probe: a thread that waited for a CPU at least this share of its first
+    /// window (0–1) runs late, and its wake-ups do not show its period; it is reserved at a
+    /// 1 ms probe whose bandwidth doubles while it stays late, until a window on time shows its
+    /// period (state "probing", see docs/exec.md).
+    #[arg(long, default_value_t = pacer_adapt::controller::DEFAULT_PROBE_WAIT)]
+    probe_wait: f64,
+    /// Never probe: a starved thread is reserved at the period its late wake-ups suggest.
+    #[arg(long)]
+    no_probe: bool,
     /// Stop controlling after this long (the program keeps running).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -211,6 +220,14 @@ fn validate(a: &ControlArgs) -> Result<()> {
     if let Some(c) = a.min_confidence {
         check_range("--min-confidence", c, 0.0, 1.0, false, "")?;
     }
+    check_range(
+        "--probe-wait",
+        a.probe_wait,
+        0.0,
+        1.0,
+        true,
+        " (a share of the window)",
+    )?;
     if let Some(d) = a.duration {
         if d < ms(1) {
             bail!("--duration {}: expected a duration of at least 1ms", d.approx());
@@ -236,6 +253,7 @@ fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
         bound: a.bound,
         reclaim: a.reclaim,
         min_confidence: a.min_confidence.unwrap_or(defaults.min_confidence),
+        probe_wait: (!a.no_probe).then_some(a.probe_wait),
         compression: match a.compression {
             CompressionArg::Proportional => Compression::Proportional,
             CompressionArg::Weighted => Compression::Weighted,
@@ -522,6 +540,7 @@ fn render(st: &SessionStatus, label: &str) -> String {
                 let state = match c.phase {
                     Phase::Pending => "pending",
                     Phase::Detecting => "detecting",
+                    Phase::Probing => "probing",
                     Phase::Controlled => "reserved",
                     Phase::Gone => "gone",
                 };

@@ -2,7 +2,7 @@
 //! three periodic programs (3505 µs, 8220 µs, 100 ms; about 80 % of one CPU) and a CPU hog on one
 //! CPU, under the default scheduler and under `pacer exec`. The response-time distribution of the
 //! 3.5 ms program and its deadline-miss ratio are printed for both; pacer's miss ratio must be at
-//! least `RATIO` times lower (the paper: 43 % → 5 %; see `RATIO` for why it is 2 here now).
+//! least `RATIO` times lower (the paper: 43 % → 5 %).
 //!
 //! Protocol (also `examples/lfspp-7.2/run.sh`, results in docs/experiments/lfspp-7.2.md):
 //! - everything runs in a one-CPU exclusive partition (`pacer cpuset --cpus 1`), the paper's
@@ -21,6 +21,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use pacer_testkit::{require, Need};
 use pacer_workload::jobs::compare::quantile;
@@ -79,10 +80,10 @@ fn run(dir: &Path, cal: &str, under_pacer: bool) -> PathBuf {
         d = RUN_S - HOG_DELAY_S + 1,
         hog = ex.join("hog.json").display(),
     );
-    let out = Command::new(pacer())
-        .args(["cpuset", "--cpus", "1", "--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+    let out = common::output_within(
+        Command::new(pacer()).args(["cpuset", "--cpus", "1", "--", "sh", "-c", &script]),
+        Duration::from_secs(4 * RUN_S),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "experiment run failed: {err}");
     if under_pacer {
@@ -130,11 +131,12 @@ fn stats(csv: &Path) -> Stats {
     }
 }
 
-/// How many times fewer misses pacer must have than the default scheduler. It was 5 until
-/// 2026-11-25, when on this VM the 3.5 ms thread's period was found wrongly (99–100 ms) in most
-/// runs, also from the code that had passed with 5× before (docs/experiments/lfspp-7.2.md,
-/// "2026-11-25"): 2.6–7.5× over 8 runs. The wrong detection is issue 12's open point.
-const RATIO: f64 = 2.0;
+/// How many times fewer misses pacer must have than the default scheduler. It was lowered to 2
+/// on 2026-11-25, when the 3.5 ms thread's period was often found as 99–100 ms on this VM
+/// (2.6–7.5× over 8 runs). The starvation probe fixed that: the trio's threads wait 29–43 % of
+/// their first window and are probed, then reserved at their exact periods; a debug build gave
+/// 0.03–0.18 % against 39–43 % in 3 runs (docs/experiments/lfspp-7.2.md, "2026-11-26").
+const RATIO: f64 = 5.0;
 
 #[test]
 #[cfg_attr(
@@ -197,6 +199,65 @@ fn lfspp_7_2_pacer_at_least_halves_deadline_misses() {
     );
 }
 
+/// The first period `pacer exec --json` reserved a thread at: (period ns, source, elapsed ns),
+/// with the detection notes seen on the way.
+fn first_adopted(stdout: &str) -> (Option<(u64, serde_json::Value, u64)>, Vec<String>) {
+    let mut found = None;
+    let mut notes = Vec::new();
+    for line in stdout.lines().filter(|l| l.starts_with('{')) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue; // the summary of a controlled `pacer run` shares the stream
+        };
+        let Some(threads) = v["status"]["threads"].as_array() else {
+            continue;
+        };
+        for t in threads {
+            let c = &t["control"];
+            if let Some(n) = c["detection_note"].as_str() {
+                if notes.last().is_none_or(|l| l != n) {
+                    notes.push(n.to_string());
+                }
+            }
+            if found.is_none() && c["phase"] == "controlled" {
+                if let Some(p) = c["period_ns"].as_u64() {
+                    found = Some((
+                        p,
+                        c["detection_source"].clone(),
+                        v["status"]["elapsed_ns"].as_u64().unwrap_or(0),
+                    ));
+                }
+            }
+        }
+    }
+    (found, notes)
+}
+
+/// Runs `program` (whose thread is named `thread`) under `pacer exec` for `control_s` seconds
+/// beside the 85 % SCHED_FIFO load of `examples/lfspp-7.4/load.json`, all in a one-CPU partition;
+/// pacer's `--json` output.
+fn under_fifo_load(program: &str, thread: &str, control_s: u64, extra: &str) -> String {
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lfspp-7.4");
+    let cal = common::calibration();
+    let script = format!(
+        "{p} run --calibration {cal} {load} > /dev/null & sleep 0.5; \
+         {p} exec --json --status-every 250ms --duration {control_s}s {extra} --thread {thread} -- \
+         {program}; status=$?; wait; exit $status",
+        p = pacer(),
+        load = ex.join("load.json").display(),
+    );
+    let out = common::output_within(
+        Command::new(pacer()).args(["cpuset", "--cpus", "1", "--", "sh", "-c", &script]),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "experiment failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// The LFS++ §7.4 load experiment on this kernel, at the load where wake-ups no longer tell the
 /// period: a player in the cyclic-loop idiom (`examples/lfspp-7.4/cyclic.c`: 3.5 ms of work and
 /// two relative "I/O" sleeps per job, then clock_nanosleep to an absolute 10 ms grid) beside 85 %
@@ -226,48 +287,13 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
         .output()
         .unwrap();
     assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
-    let cal = common::calibration();
-    let script = format!(
-        "{p} run --calibration {cal} {load} > /dev/null & sleep 0.5; \
-         {p} exec --json --status-every 250ms --duration 6s --thread cyclic -- \
-         {cyclic} 10000000 8 3500000; status=$?; wait; exit $status",
-        p = pacer(),
-        load = ex.join("load.json").display(),
-        cyclic = cyclic.display(),
+    let stdout = under_fifo_load(
+        &format!("{} 10000000 8 3500000", cyclic.display()),
+        "cyclic",
+        6,
+        "",
     );
-    let out = Command::new(pacer())
-        .args(["cpuset", "--cpus", "1", "--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "experiment failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut found = None;
-    let mut notes = Vec::new();
-    for line in stdout.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let Some(threads) = v["status"]["threads"].as_array() else {
-            continue;
-        };
-        for t in threads {
-            let c = &t["control"];
-            if let Some(n) = c["detection_note"].as_str() {
-                notes.push(n.to_string());
-            }
-            if found.is_none() {
-                if let Some(p) = c["period_ns"].as_u64() {
-                    found = Some((
-                        p,
-                        c["detection_source"].clone(),
-                        v["status"]["elapsed_ns"].clone(),
-                    ));
-                }
-            }
-        }
-    }
+    let (found, notes) = first_adopted(&stdout);
     eprintln!("cyclic player under 85 % FIFO load: first period adopted {found:?}; notes {notes:?}");
     let (p, source, _) = found.unwrap_or_else(|| panic!("no period adopted in 6 s:\n{stdout}"));
     assert!(
@@ -275,4 +301,49 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
         "period {p} ns is more than 0.1 % off 10 ms"
     );
     assert_eq!(source, "timer_expiry");
+}
+
+/// The same player in rt-app's shape (`examples/lfspp-7.4/player.json` under `pacer run`), which
+/// skips its sleep when the expiry is past: under 85 % FIFO load it is late at most activations
+/// and its trace holds no period. `pacer exec` must see that it is starved (its run delay),
+/// probe it, and reserve it at its exact period once it runs on time. A VM's timing can ruin one
+/// run; a second is allowed and both are reported.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn exec_probes_a_starved_rtapp_player_and_finds_its_period() {
+    let _one = one_at_a_time();
+    require_experiment();
+    let dir = tempfile::tempdir().unwrap();
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lfspp-7.4");
+    let player = std::fs::read_to_string(ex.join("player.json"))
+        .unwrap()
+        .replace("PERIOD_US", "10000");
+    let file = dir.path().join("player.json");
+    std::fs::write(&file, player).unwrap();
+    let program = format!(
+        "{} run --calibration {} {}",
+        pacer(),
+        common::calibration(),
+        file.display()
+    );
+    let mut tries = Vec::new();
+    for _ in 0..2 {
+        let stdout = under_fifo_load(&program, "player", 7, "");
+        let (found, notes) = first_adopted(&stdout);
+        let probed = stdout.contains("\"phase\":\"probing\"");
+        eprintln!(
+            "rt-app player under 85 % FIFO load: probed {probed}, first period {found:?}; notes {notes:?}"
+        );
+        let exact = found
+            .as_ref()
+            .is_some_and(|(p, _, _)| (*p as f64 - 10e6).abs() <= 10e3);
+        tries.push((probed, found));
+        if exact && probed {
+            return;
+        }
+    }
+    panic!("the starved rt-app player was not probed and reserved at 10 ms in two runs: {tries:?}");
 }

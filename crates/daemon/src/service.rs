@@ -108,6 +108,9 @@ impl Kernel for DaemonKernel {
     fn cpu_time(&self, t: Tid) -> Result<u64, KernelError> {
         self.route(t)?.cpu_time(t)
     }
+    fn run_delay(&self, t: Tid) -> Result<Option<u64>, KernelError> {
+        self.route(t)?.run_delay(t)
+    }
     fn trace_wakeups(&mut self, _t: Tid, _on: bool) -> Result<(), KernelError> {
         Err(KernelError::Unsupported(
             "the daemon's sessions are cooperative: jobs are reported, not traced".into(),

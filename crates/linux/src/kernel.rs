@@ -145,6 +145,12 @@ impl Kernel for LinuxKernel {
     fn cpu_time(&self, t: Tid) -> Result<u64, KernelError> {
         self.procfs.cpu_time(self.pid, t).map_err(KernelError::from)
     }
+    /// schedstat's run delay: a wait is counted when it ends, so a thread waiting right now has
+    /// its current wait missing (at most one wait, which under periodic interference is short).
+    fn run_delay(&self, t: Tid) -> Result<Option<u64>, KernelError> {
+        let info = self.procfs.sched_info(self.pid, t).map_err(KernelError::from)?;
+        Ok(Some(info.wait_ns))
+    }
     fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError> {
         if on {
             self.tracer()?.add(t).map_err(KernelError::from)

@@ -105,6 +105,19 @@ impl ProcFs {
         })
     }
 
+    /// Thread `tid`'s whole `/proc/PID/task/TID/schedstat`: time on CPU, time runnable waiting
+    /// for a CPU (run delay) and timeslices. The kernel adds a wait to the run delay when it
+    /// ends (the thread gets a CPU), so a wait in progress is not in it yet.
+    pub fn sched_info(&self, pid: Tid, tid: Tid) -> Result<SchedInfo, LinuxError> {
+        let path = self.task_dir(pid).join(tid.to_string()).join("schedstat");
+        let text = fs::read_to_string(&path).map_err(|e| io_err(&path, tid, e))?;
+        parse_sched_info(&text).ok_or_else(|| LinuxError::Parse {
+            path,
+            what: "schedstat (three integers: run ns, wait ns, timeslices)",
+            content: text.chars().take(200).collect(),
+        })
+    }
+
     /// The name of thread `tid` of process `pid` (`/proc/PID/task/TID/comm`, without the newline).
     pub fn comm(&self, pid: Tid, tid: Tid) -> Result<String, LinuxError> {
         let path = self.task_dir(pid).join(tid.to_string()).join("comm");
@@ -115,13 +128,29 @@ impl ProcFs {
 
 /// The first field of a schedstat line ("run_ns wait_ns timeslices"); `None` when malformed.
 pub(crate) fn parse_schedstat(text: &str) -> Option<u64> {
-    let mut fields = text.split_ascii_whitespace();
-    let run = fields.next()?.parse::<u64>().ok()?;
-    // A real schedstat always has three fields; fewer means this is not a schedstat file.
-    if fields.count() != 2 {
-        return None;
-    }
-    Some(run)
+    parse_sched_info(text).map(|i| i.run_ns)
+}
+
+/// A thread's `/proc/PID/task/TID/schedstat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedInfo {
+    /// Time on CPU, ns.
+    pub run_ns: u64,
+    /// Time runnable but waiting for a CPU (run delay), ns, counted as each wait ends.
+    pub wait_ns: u64,
+    /// Times the thread was given a CPU.
+    pub timeslices: u64,
+}
+
+pub(crate) fn parse_sched_info(text: &str) -> Option<SchedInfo> {
+    let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
+    let info = SchedInfo {
+        run_ns: fields.next()??,
+        wait_ns: fields.next()??,
+        timeslices: fields.next()??,
+    };
+    // A real schedstat has exactly three fields; more means this is not a schedstat file.
+    fields.next().is_none().then_some(info)
 }
 
 /// [`ProcFs::threads_of`] on `/proc`.
@@ -339,5 +368,61 @@ mod tests {
         assert_eq!(parse_schedstat("-5 1 2\n"), None);
         assert_eq!(parse_schedstat("5\n"), None);
         assert_eq!(parse_schedstat("99999999999999999999999 1 2"), None);
+    }
+
+    #[test]
+    fn sched_info_parsing() {
+        assert_eq!(
+            parse_sched_info("66659168 29275333 85\n"),
+            Some(SchedInfo {
+                run_ns: 66_659_168,
+                wait_ns: 29_275_333,
+                timeslices: 85
+            })
+        );
+        assert_eq!(parse_sched_info("1 x 3"), None);
+        assert_eq!(parse_sched_info("1 2"), None);
+        assert_eq!(parse_sched_info("1 2 3 4"), None);
+    }
+
+    /// Two threads pinned to one CPU and both spinning wait for each other: the run delay of
+    /// each grows while they share it, which is what the starvation probe reads.
+    #[test]
+    fn run_delay_grows_while_a_thread_waits_for_its_cpu() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{mpsc, Arc};
+        let pid = std::process::id() as Tid;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let spinners: Vec<_> = (0..2)
+            .map(|_| {
+                let (stop, tx) = (stop.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    let tid = crate::sched::gettid();
+                    let pinned = crate::sched::set_affinity(tid, &[0]).is_ok();
+                    tx.send((tid, pinned)).expect("test alive");
+                    let start = std::time::Instant::now();
+                    // Bounded, so a failed assertion cannot leave it spinning.
+                    while !stop.load(Ordering::Relaxed) && start.elapsed().as_secs() < 5 {}
+                })
+            })
+            .collect();
+        let tids: Vec<(Tid, bool)> = (0..2).map(|_| rx.recv().expect("spinner started")).collect();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let procfs = ProcFs::system();
+        let infos: Vec<SchedInfo> = tids
+            .iter()
+            .map(|&(t, _)| procfs.sched_info(pid, t).expect("spinner's schedstat"))
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        for h in spinners {
+            h.join().expect("spinner");
+        }
+        for (info, (tid, pinned)) in infos.iter().zip(&tids) {
+            assert!(*pinned, "thread {tid} could not be pinned to CPU 0");
+            assert!(info.run_ns > 0 && info.timeslices > 0, "{tid}: {info:?}");
+            // Each had the CPU about half of the 400 ms; the run delay counts finished waits.
+            assert!(info.wait_ns >= 50_000_000, "{tid}: {info:?}");
+        }
     }
 }

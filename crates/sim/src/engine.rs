@@ -246,6 +246,9 @@ struct Thread {
     timer_gen: u64,
     /// A SCHED_DEADLINE thread whose runtime ran out: waits for the replenishment timer.
     throttled: bool,
+    /// Since when the thread has been runnable without a CPU (queued or throttled), for its
+    /// run delay.
+    waiting_since: Option<u64>,
     rng: ThreadRng,
     stats: ThreadStats,
     /// The policy as last set (for `Kernel::policy`).
@@ -497,6 +500,7 @@ impl Sim {
                 dl,
                 affinity,
                 state: State::NotStarted,
+                waiting_since: None,
                 cpu: first_cpu as u32,
                 pc: Cursor::default(),
                 remaining: 0,
@@ -728,9 +732,9 @@ impl Sim {
     // ---- run queues ---------------------------------------------------------------------------
 
     fn enqueue(&mut self, t: ThreadId, cpu: usize, head: bool) {
+        self.set_state(t, State::Queued);
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
-        th.state = State::Queued;
         match th.class {
             ClassId::Deadline => {
                 let d = th.dl.map_or(0, |e| e.deadline);
@@ -1070,8 +1074,8 @@ impl Sim {
         }
         let now = self.now;
         let (cs, mig) = (self.cfg.context_switch_cost, self.cfg.migration_cost);
+        self.set_state(t, State::Running);
         let th = &mut self.threads[t as usize];
-        th.state = State::Running;
         th.cpu = cpu as u32;
         th.stats.switches += 1;
         th.overhead += cs;
@@ -1508,7 +1512,7 @@ impl Sim {
             }
             if self.threads[t as usize].throttled {
                 // Waits for the replenishment timer, which will enqueue it.
-                self.threads[t as usize].state = State::Throttled;
+                self.set_state(t, State::Throttled);
                 self.arm_replenish(t);
                 return;
             }
@@ -1524,8 +1528,8 @@ impl Sim {
 
     fn sleep(&mut self, t: ThreadId, until: u64, release: Option<u64>) {
         let now = self.now;
+        self.set_state(t, State::Sleeping);
         let th = &mut self.threads[t as usize];
-        th.state = State::Sleeping;
         th.pending_release = release;
         self.push_event(until.saturating_add(self.cfg.wakeup_latency), Kind::Wakeup, t, 0);
         let th = &mut self.threads[t as usize];
@@ -1577,7 +1581,7 @@ impl Sim {
             self.cpus[cpu].dl.this_bw -= e.dl_bw;
         }
         self.threads[t as usize].timer_gen += 1;
-        self.threads[t as usize].state = State::Exited;
+        self.set_state(t, State::Exited);
     }
 
     fn arm_replenish(&mut self, t: ThreadId) {
@@ -1606,8 +1610,8 @@ impl Sim {
         if th.remaining > 0 || th.overhead > 0 {
             th.stats.overruns += 1;
         }
-        th.state = State::Throttled;
         th.throttled = true;
+        self.set_state(t, State::Throttled);
         self.arm_replenish(t);
     }
 
@@ -1756,6 +1760,31 @@ impl Sim {
 
     pub(crate) fn cpu_count(&self) -> usize {
         self.cpus.len()
+    }
+
+    /// Moves a thread to `state`, accounting its run delay: the time it is runnable without a
+    /// CPU, queued or throttled (schedstat's `run_delay` counts both on Linux).
+    fn set_state(&mut self, t: ThreadId, state: State) {
+        let now = self.now;
+        let th = &mut self.threads[t as usize];
+        let waiting = matches!(state, State::Queued | State::Throttled);
+        match (th.waiting_since, waiting) {
+            (None, true) => th.waiting_since = Some(now),
+            (Some(since), false) => {
+                th.stats.run_delay += now.saturating_sub(since);
+                th.waiting_since = None;
+            }
+            _ => {}
+        }
+        th.state = state;
+    }
+
+    /// Cumulative time a thread was runnable without a CPU (queued or throttled), ns, including
+    /// the wait in progress.
+    pub fn run_delay(&self, t: ThreadId) -> Option<u64> {
+        let th = self.threads.get(t as usize)?;
+        let current = th.waiting_since.map_or(0, |s| self.now.saturating_sub(s));
+        Some(th.stats.run_delay + current)
     }
 
     /// Cumulative CPU time of a thread, including the slice it is running now.

@@ -6,9 +6,12 @@
 //! for a given observation window, while background SCHED_FIFO load shifts the wake-ups that
 //! happen inside its jobs (its I/O completions), so only the job activations stay periodic.
 
-use pacer_adapt::controller::{detect_marked, WakeupSource};
+use pacer_adapt::controller::{
+    detect_marked, LegacyConfig, LegacyController, Phase as CtlPhase, ThreadOptions, WakeupSource,
+};
 use pacer_adapt::kernel::Wakeup;
 use pacer_adapt::period::{analyse, PeriodConfig, PeriodEstimate, DEFAULT_MIN_CONFIDENCE};
+use pacer_adapt::Controller;
 use pacer_model::{Duration, Policy};
 use pacer_workload::{Event, Phase, ThreadSpec, TimerId, TimerMode, Work, Workload};
 use rand::{Rng, SeedableRng};
@@ -16,6 +19,14 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::{JobRecord, Observer, Sim, SimConfig};
+
+/// Simulated time before tracing starts, ns.
+pub const WARMUP_NS: u64 = 500_000_000;
+
+/// The periods of the trials, drawn from multimedia rates (24–60 fps and audio-like 10–40 ms).
+pub const PERIODS: [u64; 6] = [
+    41_666_667, 40_000_000, 33_366_700, 16_683_350, 10_000_000, 23_219_955,
+];
 
 struct Nothing;
 impl Observer for Nothing {
@@ -93,21 +104,9 @@ impl Degradation {
     }
 }
 
-/// Runs one trial: a program with period `period_ns` (three wake-ups per job: the timer and two
-/// I/O completions; and the timer it sets at the end of each job) on one CPU next to SCHED_FIFO load of total utilisation `load` (four tasks,
-/// UUniFast-like split, periods 5–50 ms), traced for `window_ns` after 0.5 s of warm-up; the
-/// trace is then degraded by `degrade`. The simulator marks the timer's wake-ups (job releases)
-/// and not the I/O completions, and records the expiry of each timer the program sets (see
-/// `SimKernel::drain_wakeups_marked`).
-pub fn period_trial(
-    period_ns: u64,
-    load: f64,
-    window_ns: u64,
-    degrade: Degradation,
-    seed: u64,
-    cfg: &PeriodConfig,
-) -> PeriodTrial {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+/// The program of [`period_trial`] (thread 0) and its background SCHED_FIFO load, drawn from
+/// `rng`.
+pub fn period_workload(period_ns: u64, load: f64, rng: &mut ChaCha8Rng) -> Vec<ThreadSpec> {
     let us = Duration::from_us;
     // The traced program: decode, wait for I/O, decode, wait, output — ~12 % of the CPU at 33 ms.
     let app = ThreadSpec {
@@ -183,6 +182,25 @@ pub fn period_trial(
             });
         }
     }
+    threads
+}
+
+/// Runs one trial: a program with period `period_ns` (three wake-ups per job: the timer and two
+/// I/O completions; and the timer it sets at the end of each job) on one CPU next to SCHED_FIFO load of total utilisation `load` (four tasks,
+/// UUniFast-like split, periods 5–50 ms), traced for `window_ns` after 0.5 s of warm-up; the
+/// trace is then degraded by `degrade`. The simulator marks the timer's wake-ups (job releases)
+/// and not the I/O completions, and records the expiry of each timer the program sets (see
+/// `SimKernel::drain_wakeups_marked`).
+pub fn period_trial(
+    period_ns: u64,
+    load: f64,
+    window_ns: u64,
+    degrade: Degradation,
+    seed: u64,
+    cfg: &PeriodConfig,
+) -> PeriodTrial {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let threads = period_workload(period_ns, load, &mut rng);
     let mut sc = SimConfig::new(1);
     sc.seed = seed;
     let mut sim = Sim::new(
@@ -194,7 +212,7 @@ pub fn period_trial(
         sc,
     )
     .expect("valid experiment workload");
-    let warmup = 500_000_000;
+    let warmup = WARMUP_NS;
     sim.run_until(warmup, &mut Nothing);
     let mut k = sim.kernel();
     pacer_adapt::Kernel::trace_wakeups(&mut k, 0, true).expect("thread 0 exists");
@@ -295,9 +313,6 @@ pub fn period_point(
     seed: u64,
     cfg: &PeriodConfig,
 ) -> (PeriodPoint, Vec<PeriodTrial>) {
-    const PERIODS: [u64; 6] = [
-        41_666_667, 40_000_000, 33_366_700, 16_683_350, 10_000_000, 23_219_955,
-    ];
     let runs: Vec<PeriodTrial> = (0..trials as u64)
         .map(|i| {
             period_trial(
@@ -337,6 +352,153 @@ pub fn period_point(
     (point, runs)
 }
 
+/// One trial of period detection in closed loop: the [`LegacyController`] runs on the program
+/// of [`period_trial`] for `horizon_ns` after the warm-up, tracing, probing (when `cfg` lets it)
+/// and reserving it, so a reservation that makes the program run on time changes what its
+/// trace shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClosedLoopTrial {
+    pub seed: u64,
+    pub true_period_ns: u64,
+    /// The first period the controller reserved the program at, and the one at the end.
+    pub first_period_ns: Option<u64>,
+    pub final_period_ns: Option<u64>,
+    /// |final − true| / true.
+    pub final_error: Option<f64>,
+    /// Whether the program was probed, and the share of its first window it waited for a CPU.
+    pub probed: bool,
+    pub wait_share: Option<f64>,
+    /// Time from the start of tracing until the reserved period was within 1 % of the truth
+    /// for good (`None`: not at the end).
+    pub right_after_ns: Option<u64>,
+}
+
+/// Runs one closed-loop trial (see [`ClosedLoopTrial`]).
+pub fn closed_loop_trial(
+    period_ns: u64,
+    load: f64,
+    horizon_ns: u64,
+    seed: u64,
+    cfg: &LegacyConfig,
+) -> ClosedLoopTrial {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let threads = period_workload(period_ns, load, &mut rng);
+    let mut sc = SimConfig::new(1);
+    sc.seed = seed;
+    let mut sim = Sim::new(
+        Workload {
+            threads,
+            duration: None,
+            ignored: vec![],
+        },
+        sc,
+    )
+    .expect("valid experiment workload");
+    sim.run_until(WARMUP_NS, &mut Nothing);
+    let mut lc = LegacyController::new(cfg.clone()).expect("valid controller configuration");
+    lc.add_thread(0, ThreadOptions::default())
+        .expect("thread 0 exists");
+    let right =
+        |p: Option<u64>| p.is_some_and(|p| (p as f64 - period_ns as f64).abs() <= 0.01 * period_ns as f64);
+    let (mut first, mut last, mut right_since) = (None, None, None);
+    let mut t = WARMUP_NS;
+    let end = WARMUP_NS.saturating_add(horizon_ns);
+    // The controller ticks after the simulation reaches each tick time, as a hosted one would.
+    while t < end {
+        t = t.saturating_add(cfg.tick_ns).min(end);
+        sim.run_until(t, &mut Nothing);
+        lc.tick(&mut sim.kernel());
+        let st = lc.thread_status(0).expect("thread 0 is controlled");
+        let reserved = (st.phase == CtlPhase::Controlled)
+            .then_some(st.period_ns)
+            .flatten();
+        if first.is_none() {
+            first = reserved;
+        }
+        if right(reserved) {
+            right_since.get_or_insert(t - WARMUP_NS);
+        } else {
+            right_since = None;
+        }
+        last = Some(st);
+    }
+    let st = last.expect("at least one tick");
+    let final_period_ns = (st.phase == CtlPhase::Controlled)
+        .then_some(st.period_ns)
+        .flatten();
+    ClosedLoopTrial {
+        seed,
+        true_period_ns: period_ns,
+        first_period_ns: first,
+        final_period_ns,
+        final_error: final_period_ns.map(|p| (p as f64 - period_ns as f64).abs() / period_ns as f64),
+        probed: st.probes > 0,
+        wait_share: st.wait_share,
+        right_after_ns: right_since,
+    }
+}
+
+/// Aggregate of closed-loop trials at one load.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClosedLoopPoint {
+    pub load: f64,
+    pub horizon_ns: u64,
+    pub trials: usize,
+    /// Share of trials whose reserved period is within 1 % of the truth at the end.
+    pub within_1pct: f64,
+    /// Share whose first reserved period was already within 1 %.
+    pub first_within_1pct: f64,
+    /// Share of trials ending on a wrong period (reserved, more than 1 % off).
+    pub wrong: f64,
+    /// Share of trials in which the program was probed.
+    pub probed: f64,
+    /// Median and largest time until the period was right for good, over the trials that got
+    /// there, ns.
+    pub median_right_after_ns: Option<u64>,
+    pub max_right_after_ns: Option<u64>,
+}
+
+/// Runs `trials` closed-loop trials at one load, periods from [`PERIODS`], seeds
+/// `seed..seed+trials`.
+pub fn closed_loop_point(
+    load: f64,
+    horizon_ns: u64,
+    trials: usize,
+    seed: u64,
+    cfg: &LegacyConfig,
+) -> (ClosedLoopPoint, Vec<ClosedLoopTrial>) {
+    let runs: Vec<ClosedLoopTrial> = (0..trials as u64)
+        .map(|i| {
+            closed_loop_trial(
+                PERIODS[i as usize % PERIODS.len()],
+                load,
+                horizon_ns,
+                seed + i,
+                cfg,
+            )
+        })
+        .collect();
+    let share = |f: &dyn Fn(&ClosedLoopTrial) -> bool| {
+        runs.iter().filter(|r| f(r)).count() as f64 / trials.max(1) as f64
+    };
+    let near = |p: Option<u64>, truth: u64| {
+        p.is_some_and(|p| (p as f64 - truth as f64).abs() <= 0.01 * truth as f64)
+    };
+    let times: Vec<u64> = runs.iter().filter_map(|r| r.right_after_ns).collect();
+    let point = ClosedLoopPoint {
+        load,
+        horizon_ns,
+        trials,
+        within_1pct: share(&|r| near(r.final_period_ns, r.true_period_ns)),
+        first_within_1pct: share(&|r| near(r.first_period_ns, r.true_period_ns)),
+        wrong: share(&|r| r.final_period_ns.is_some() && !near(r.final_period_ns, r.true_period_ns)),
+        probed: share(&|r| r.probed),
+        median_right_after_ns: median(times.clone()),
+        max_right_after_ns: times.iter().copied().max(),
+    };
+    (point, runs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +518,160 @@ mod tests {
         let late = period_trial(10_000_000, 0.85, 1_000_000_000, Degradation::default(), 5, &cfg);
         assert!(late.expiry_events < 8, "{late:?}");
         assert_eq!(late.expiry_events, late.timer_events, "{late:?}");
+    }
+
+    /// The run delay counts the time a thread is runnable without a CPU: a SCHED_OTHER spinner
+    /// beside a SCHED_FIFO task taking half the CPU waits about half the time.
+    #[test]
+    fn run_delay_counts_the_wait_for_a_cpu() {
+        let spin = ThreadSpec {
+            name: "spin".into(),
+            policy: Policy::Other { nice: 0 },
+            affinity: None,
+            start_delay: Duration(0),
+            phases: vec![Phase::new(
+                1,
+                vec![Event::Run {
+                    work: Work::Fixed {
+                        ns: Duration::from_ms(1),
+                    },
+                }],
+            )],
+            loops: None,
+            cooperative: false,
+            job_deadline: None,
+        };
+        let fifo = ThreadSpec {
+            name: "rt".into(),
+            policy: Policy::Fifo { priority: 50 },
+            phases: vec![Phase::new(
+                1,
+                vec![
+                    Event::Run {
+                        work: Work::Fixed {
+                            ns: Duration::from_ms(5),
+                        },
+                    },
+                    Event::Timer {
+                        timer: TimerId(0),
+                        period: Duration::from_ms(10),
+                        mode: TimerMode::Absolute,
+                    },
+                ],
+            )],
+            ..spin.clone()
+        };
+        let mut sim = Sim::new(
+            Workload {
+                threads: vec![spin, fifo],
+                duration: None,
+                ignored: vec![],
+            },
+            SimConfig::new(1),
+        )
+        .unwrap();
+        sim.run_until(1_000_000_000, &mut Nothing);
+        let k = sim.kernel();
+        let waited = pacer_adapt::Kernel::run_delay(&k, 0).unwrap().unwrap();
+        let ran = pacer_adapt::Kernel::cpu_time(&k, 0).unwrap();
+        assert!(
+            (450_000_000..=550_000_000).contains(&waited),
+            "waited {waited} ns"
+        );
+        assert_eq!(waited + ran, 1_000_000_000, "a spinner is waiting or running");
+        // The FIFO task never waits: it preempts the spinner at once.
+        assert_eq!(pacer_adapt::Kernel::run_delay(&k, 1).unwrap(), Some(0));
+    }
+
+    /// The rt-app-shaped program beside 85 % of FIFO load: late at most activations, so its
+    /// trace holds no period. The controller sees it waiting for the CPU, probes it, and
+    /// reserves it at its exact period.
+    #[test]
+    fn a_starved_program_is_probed_and_its_period_found() {
+        let t = closed_loop_trial(10_000_000, 0.85, 6_000_000_000, 7, &LegacyConfig::default());
+        assert!(t.probed, "{t:?}");
+        assert!(t.wait_share.is_some_and(|w| w >= 0.1), "{t:?}");
+        assert_eq!(t.first_period_ns, Some(10_000_000), "{t:?}");
+        assert!(t.final_error.is_some_and(|e| e <= 0.01), "{t:?}");
+        // Without the probe the same trial adopts what the late wake-ups suggest.
+        let cfg = LegacyConfig {
+            probe_wait: None,
+            ..LegacyConfig::default()
+        };
+        let plain = closed_loop_trial(10_000_000, 0.85, 6_000_000_000, 7, &cfg);
+        assert!(!plain.probed, "{plain:?}");
+    }
+
+    /// The target of issue 12: at 85 % background FIFO load, at least 90 % of the trials end
+    /// reserved within 1 % of the true period after 10 s (the open-loop table stays at 40 %:
+    /// one window of a late program cannot show its period).
+    #[test]
+    fn closed_loop_detection_at_85_percent_load() {
+        let (p, runs) = closed_loop_point(0.85, 10_000_000_000, 30, 1, &LegacyConfig::default());
+        let wrong: Vec<_> = runs
+            .iter()
+            .filter(|r| r.final_error.is_none_or(|e| e > 0.01))
+            .collect();
+        assert!(p.within_1pct >= 0.9, "{p:?}; off: {wrong:?}");
+        assert!(p.first_within_1pct >= 0.9, "{p:?}");
+        assert!(p.max_right_after_ns.is_some_and(|t| t <= 6_000_000_000), "{p:?}");
+    }
+
+    /// A probe that never finds a period leaves the thread reserved at the probe period (not
+    /// demoted: see docs/linux.md on re-entering SCHED_DEADLINE), and analysed every window.
+    #[test]
+    fn a_probe_without_a_period_keeps_the_thread_reserved_at_the_probe_period() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let threads = period_workload(10_000_000, 0.85, &mut rng);
+        let mut sim = Sim::new(
+            Workload {
+                threads,
+                duration: None,
+                ignored: vec![],
+            },
+            SimConfig::new(1),
+        )
+        .unwrap();
+        sim.run_until(WARMUP_NS, &mut Nothing);
+        // An analyser that sees a pattern but is never sure of it.
+        let unsure = |_: &[u64]| PeriodEstimate::Periodic {
+            period_ns: 10_000_000,
+            freq_hz: 100.0,
+            confidence: 0.1,
+            candidates: vec![],
+        };
+        let cfg = LegacyConfig::default();
+        let mut lc = LegacyController::new(cfg.clone())
+            .unwrap()
+            .with_detector(Box::new(unsure));
+        lc.add_thread(0, ThreadOptions::default()).unwrap();
+        let mut phases = Vec::new();
+        for i in 1..=80u64 {
+            sim.run_until(WARMUP_NS + i * cfg.tick_ns, &mut Nothing);
+            lc.tick(&mut sim.kernel());
+            let st = lc.thread_status(0).unwrap();
+            if phases.last() != Some(&st.phase) {
+                phases.push(st.phase);
+            }
+        }
+        assert_eq!(
+            phases,
+            [CtlPhase::Detecting, CtlPhase::Probing, CtlPhase::Controlled]
+        );
+        let st = lc.thread_status(0).unwrap();
+        assert_eq!(
+            st.period_ns,
+            Some(pacer_adapt::controller::PROBE_PERIOD_NS),
+            "{st:?}"
+        );
+        assert_eq!(st.confidence, Some(0.0));
+        assert!(
+            st.probes >= 2,
+            "the probe was raised while the thread was late: {st:?}"
+        );
+        let Policy::Deadline(r) = sim.policy_of(0).unwrap() else {
+            panic!("not reserved: {:?}", sim.policy_of(0));
+        };
+        assert_eq!(r.period.ns(), pacer_adapt::controller::PROBE_PERIOD_NS);
     }
 }

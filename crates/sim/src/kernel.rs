@@ -34,6 +34,10 @@ impl Kernel for SimKernel<'_> {
     fn cpu_time(&self, t: Tid) -> Result<u64, KernelError> {
         self.0.cpu_time(t).ok_or(KernelError::NoSuchThread(t))
     }
+    /// Time queued or throttled ([`Sim::run_delay`]).
+    fn run_delay(&self, t: Tid) -> Result<Option<u64>, KernelError> {
+        self.0.run_delay(t).map(Some).ok_or(KernelError::NoSuchThread(t))
+    }
     fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError> {
         self.check(t)?;
         self.0.set_wake_tracing(t, on);

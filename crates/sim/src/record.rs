@@ -66,6 +66,9 @@ pub struct ThreadStats {
     pub migrations: u64,
     /// Total CPU time consumed.
     pub exec: u64,
+    /// Time runnable without a CPU (queued or throttled), ns; the wait in progress is counted
+    /// by [`Sim::run_delay`](crate::Sim::run_delay).
+    pub run_delay: u64,
     /// Runtime overruns (SCHED_DEADLINE budget exhausted before the job finished).
     pub overruns: u64,
     /// Jobs released / finished.

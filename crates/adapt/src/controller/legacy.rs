@@ -2,6 +2,12 @@
 //! §6.3): wake-ups → period analyser (§5.1–5.2, [`detect_marked`]) → period P; CPU time sampled
 //! every S (a multiple of P) → percentile predictor → Q_req = (1 + x)·P·𝒫/S ([`lfspp_budget`])
 //! → supervisor (eq. 1) → SCHED_DEADLINE(Q, P, P); optionally the §6.3 power manager.
+//!
+//! One step is pacer's own, for a case the paper's experiments leave out: a thread that waits
+//! for a CPU much of its first window (starved by higher-priority load) runs late, and a late
+//! periodic thread skips its sleeps, so its trace does not carry its period. Such a thread is
+//! *probed*: reserved at a short period with a bandwidth that doubles while the thread stays
+//! late, until it runs on time and its timers show the period (see [`LegacyConfig::probe_wait`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -57,7 +63,30 @@ pub struct LegacyConfig {
     /// Σ Q/P available to this controller (CPUs); `None` = `Kernel::dl_bandwidth_limit()`.
     pub bound: Option<f64>,
     pub compression: Compression,
+    /// Starvation probe: a thread that waited for a CPU at least this share of its first
+    /// detection window (its run delay, [`Kernel::run_delay`]) is probed instead of reserved at
+    /// the period its late wake-ups suggest: reserved at [`PROBE_PERIOD_NS`] with a bandwidth
+    /// that doubles every tick in which it is still late (uses ≥ [`PROBE_LATE_USE`] of what it
+    /// was granted), until a window in which it runs on time gives its period (default
+    /// [`DEFAULT_PROBE_WAIT`]; `None`: never probe).
+    pub probe_wait: Option<f64>,
 }
+
+/// Default [`LegacyConfig::probe_wait`]: a thread that waited for a CPU 10 % of its first window.
+pub const DEFAULT_PROBE_WAIT: f64 = 0.1;
+/// Period of the probe reservation, ns: short, so that the budget arrives spread over any
+/// period the thread may have (a long probe period would itself shape the activations).
+pub const PROBE_PERIOD_NS: u64 = 1_000_000;
+/// Smallest starting bandwidth of a probe.
+pub const PROBE_MIN_BANDWIDTH: f64 = 0.1;
+/// A probed thread that uses at least this share of the bandwidth it was granted is limited by
+/// its budget, i.e. still late: the probe doubles.
+pub const PROBE_LATE_USE: f64 = 0.8;
+/// A probe gives up after this many detection windows without one the thread ran on time
+/// through: its last window is judged as without the probe, and when that finds no period the
+/// thread stays reserved at the probe period (never demoted, see docs/linux.md on re-entering
+/// SCHED_DEADLINE) with every later window analysed until a period is found.
+pub const PROBE_LIMIT_WINDOWS: u64 = 5;
 
 impl Default for LegacyConfig {
     fn default() -> Self {
@@ -77,6 +106,7 @@ impl Default for LegacyConfig {
             reclaim: false,
             bound: None,
             compression: Compression::Proportional,
+            probe_wait: Some(DEFAULT_PROBE_WAIT),
         }
     }
 }
@@ -98,6 +128,9 @@ impl LegacyConfig {
         }
         if self.period_tolerance.is_nan() || self.period_tolerance < 0.0 {
             return bad("period_tolerance must be ≥ 0");
+        }
+        if self.probe_wait.is_some_and(|w| !(w > 0.0 && w <= 1.0)) {
+            return bad("probe_wait must be in (0, 1]");
         }
         Percentile::new(self.history, self.percentile)?;
         Ok(())
@@ -193,6 +226,9 @@ pub enum Phase {
     Pending,
     /// Tracing wake-ups, no period yet.
     Detecting,
+    /// Starved while detecting: reserved at a probe period until it runs on time
+    /// ([`LegacyConfig::probe_wait`]).
+    Probing,
     /// Period known; sampled and reserved.
     Controlled,
     /// The thread no longer exists.
@@ -229,6 +265,13 @@ pub struct LegacyThreadStatus {
     pub overruns: Option<u64>,
     pub admission_refusals: u64,
     pub last_error: Option<String>,
+    /// Share of the first detection window the thread waited for a CPU (its run delay), when
+    /// the kernel tells.
+    pub wait_share: Option<f64>,
+    /// Starvation probe: how many times its bandwidth was set (0: never probed), and the
+    /// bandwidth asked for now while probing.
+    pub probes: u64,
+    pub probe_bandwidth: Option<f64>,
 }
 
 /// Ratio of used to reserved bandwidth counted as "saturated".
@@ -255,6 +298,9 @@ enum Confirm {
     /// The next analysis is the confirmation: its period replaces the first one even within
     /// `period_tolerance`.
     Next,
+    /// Reserved at the probe period because the probe found none: every window is analysed,
+    /// and the first period found replaces the probe's.
+    Provisional,
 }
 
 /// Re-detection of a controlled thread's period (lfspp §4.2: the analyser keeps running, at a
@@ -284,6 +330,33 @@ struct Control {
     saturated: u64,
 }
 
+/// A starved thread under its probe reservation.
+#[derive(Debug, Clone)]
+struct Probe {
+    /// When probing started, and the thread's CPU time then.
+    started: u64,
+    started_cpu: u64,
+    /// Since when the thread has been on time (the last tick it was late), and its CPU time
+    /// then.
+    on_time_since: u64,
+    on_time_cpu: u64,
+    /// Bandwidth asked for.
+    bandwidth: f64,
+    /// Times the bandwidth was set.
+    steps: u64,
+    /// The thread set a timer ([`Origin::TimerSet`](crate::kernel::Origin::TimerSet)) in its
+    /// detection window or since: a tick in which it sets none is a tick it ran late.
+    sets_timers: bool,
+    /// The thread set timers or was woken by one: it is judged on the expiries it sets, which
+    /// it starts setting only once it has caught up with its backlog.
+    timer_user: bool,
+    /// Time and CPU time at the last tick: the use since then judges lateness.
+    last_t: u64,
+    last_cpu: u64,
+    used_bw: Option<f64>,
+    trace: Trace,
+}
+
 /// A thread's place in the LFS++ pipeline, with the data that place needs.
 #[derive(Debug, Clone)]
 enum State {
@@ -293,12 +366,21 @@ enum State {
         since: u64,
         /// CPU time at `since`: the demand seen while detecting gives the first budget.
         cpu0: Option<u64>,
+        /// Run delay at each tick of the last window (time, ns waited), oldest first.
+        delays: VecDeque<(u64, u64)>,
         trace: Trace,
+    },
+    Probing {
+        probe: Probe,
+        /// The share of its first window the thread waited, shown in the status.
+        wait_share: f64,
     },
     /// `follow` is `None` for a thread whose period was configured.
     Controlled {
         ctl: Control,
         follow: Option<Follow>,
+        /// The starvation probe this thread went through (status only).
+        probed: Option<(u64, f64)>,
     },
     /// The thread is gone; `last` is what it was, still reported.
     Gone {
@@ -311,6 +393,7 @@ impl State {
         match self {
             State::Pending => Phase::Pending,
             State::Detecting { .. } => Phase::Detecting,
+            State::Probing { .. } => Phase::Probing,
             State::Controlled { .. } => Phase::Controlled,
             State::Gone { .. } => Phase::Gone,
         }
@@ -349,7 +432,7 @@ impl State {
     fn tracing(&self) -> bool {
         matches!(
             self,
-            State::Detecting { .. } | State::Controlled { follow: Some(_), .. }
+            State::Detecting { .. } | State::Probing { .. } | State::Controlled { follow: Some(_), .. }
         )
     }
 }
@@ -472,11 +555,27 @@ impl LegacyController {
                 let ctl = shown.control();
                 let trace = match shown {
                     State::Detecting { trace, .. }
+                    | State::Probing {
+                        probe: Probe { trace, .. },
+                        ..
+                    }
                     | State::Controlled {
                         follow: Some(Follow { trace, .. }),
                         ..
                     } => Some(trace),
                     _ => None,
+                };
+                let probe = match shown {
+                    State::Probing { probe, .. } => Some(probe),
+                    _ => None,
+                };
+                let (probes, wait_share) = match shown {
+                    State::Probing { probe, wait_share } => (probe.steps, Some(*wait_share)),
+                    State::Controlled {
+                        probed: Some((steps, wait)),
+                        ..
+                    } => (*steps, Some(*wait)),
+                    _ => (0, None),
                 };
                 LegacyThreadStatus {
                     tid,
@@ -489,12 +588,15 @@ impl LegacyController {
                     requested_ns: ctl.and_then(|c| c.request),
                     budget_ns: slot.budget(),
                     reserved_bandwidth: slot.applied.map(|(q, p)| q as f64 / p as f64),
-                    used_bandwidth: ctl.and_then(|c| c.used_bw),
+                    used_bandwidth: ctl.and_then(|c| c.used_bw).or(probe.and_then(|p| p.used_bw)),
                     samples: ctl.map_or(0, |c| c.samples),
                     saturated_samples: ctl.map_or(0, |c| c.saturated),
                     overruns: None,
                     admission_refusals: slot.refusals,
                     last_error: slot.last_error,
+                    wait_share,
+                    probes,
+                    probe_bandwidth: probe.map(|p| p.bandwidth),
                 }
             })
             .collect()
@@ -529,10 +631,27 @@ impl LegacyController {
         match th.state {
             State::Gone { .. } => return,
             State::Pending => return start(th, k, seat, tid, cfg, blank, now),
+            State::Probing { .. } => {
+                probe_step(&mut th.state, k, seat, tid, cfg, &**detector, blank, now);
+                if seat.gone(tid) {
+                    th.state.bury();
+                }
+                return;
+            }
             State::Detecting { .. } | State::Controlled { .. } => {}
         }
-        if let Some(found) = follow_wakeups(&mut th.state, k, seat, tid, cfg, &**detector, now) {
-            adopt(&mut th.state, k, seat, tid, cfg, blank, found, now);
+        if let State::Detecting { delays, .. } = &mut th.state {
+            note_run_delay(delays, k, tid, cfg, now);
+        }
+        if let Some(verdict) = follow_wakeups(&mut th.state, k, seat, tid, cfg, &**detector, now) {
+            match starved(&th.state, &verdict, cfg) {
+                Some(wait_share) => start_probe(&mut th.state, k, seat, tid, wait_share, now),
+                None => {
+                    if let Some(found) = verdict.found {
+                        adopt(&mut th.state, k, seat, tid, cfg, blank, found, now);
+                    }
+                }
+            }
         }
         if seat.gone(tid) {
             th.state.bury();
@@ -553,6 +672,13 @@ impl LegacyController {
     fn reserve(&mut self, k: &mut dyn Kernel) {
         let min_budget = self.cfg.min_budget();
         self.roster.reserve(k, |tid, th| {
+            if let State::Probing { probe, .. } = &th.state {
+                let q = (probe.bandwidth * PROBE_PERIOD_NS as f64).ceil() as u64;
+                return Some(
+                    th.opts
+                        .request(tid, q.max(min_budget), PROBE_PERIOD_NS, min_budget),
+                );
+            }
             let ctl = th.state.control()?;
             let (p, q) = (ctl.period, ctl.request?);
             let hold = ctl.hold.unwrap_or(0);
@@ -723,6 +849,7 @@ fn start(
                 th.state = State::Controlled {
                     ctl: Control::new(p, 1.0, cfg, blank, now, cpu, None),
                     follow: None,
+                    probed: None,
                 }
             }
             Err(e) => seat.kernel_error(tid, &e),
@@ -735,10 +862,230 @@ fn start(
         trace.note = Some(format!("cannot trace wake-ups: {e}"));
         seat.kernel_error(tid, &e);
     }
+    let mut delays = VecDeque::new();
+    note_run_delay(&mut delays, k, tid, cfg, now);
     th.state = State::Detecting {
         since: now,
         cpu0,
+        delays,
         trace,
+    };
+}
+
+/// Records a detecting thread's run delay at this tick, keeping one sample at least a window
+/// old as the base of [`starved`]'s share.
+fn note_run_delay(delays: &mut VecDeque<(u64, u64)>, k: &dyn Kernel, tid: Tid, cfg: &LegacyConfig, now: u64) {
+    if cfg.probe_wait.is_none() {
+        return;
+    }
+    if let Ok(Some(d)) = k.run_delay(tid) {
+        delays.push_back((now, d));
+    }
+    let horizon = now.saturating_sub(cfg.window_ns);
+    while delays.len() > 1 && delays[1].0 <= horizon {
+        delays.pop_front();
+    }
+}
+
+/// The share of the last window a detecting thread waited for a CPU, when that makes it a
+/// thread to probe rather than reserve at the period its trace suggests.
+///
+/// Not probed: a thread with too few wake-ups or no periodic pattern at all (a batch or I/O
+/// thread: probing would reserve its whole demand), and a thread whose period came from timer
+/// expiries it set even when late (the cyclictest idiom: an absolute grid, already past, still
+/// set): those expiries are the grid however late the thread runs.
+fn starved(state: &State, verdict: &Verdict, cfg: &LegacyConfig) -> Option<f64> {
+    let threshold = cfg.probe_wait?;
+    let State::Detecting { delays, .. } = state else {
+        return None;
+    };
+    if verdict.wakeups < MIN_TIMER_WAKEUPS || !verdict.periodic {
+        return None;
+    }
+    if verdict.found.is_some() && verdict.source == WakeupSource::TimerExpiry && verdict.late_expiries {
+        return None;
+    }
+    let (&(t0, d0), &(t1, d1)) = (delays.front()?, delays.back()?);
+    // Judged on a whole window, not on the first ticks of one.
+    if t1.saturating_sub(t0) < cfg.window_ns {
+        return None;
+    }
+    let share = d1.saturating_sub(d0) as f64 / (t1 - t0) as f64;
+    (share >= threshold).then_some(share)
+}
+
+/// Puts a starved thread under its probe: twice the CPU share it got while detecting, at least
+/// [`PROBE_MIN_BANDWIDTH`]; [`LegacyController::reserve`] applies it.
+fn start_probe(state: &mut State, k: &mut dyn Kernel, seat: &Seat, tid: Tid, wait_share: f64, now: u64) {
+    let State::Detecting {
+        since, cpu0, trace, ..
+    } = state
+    else {
+        return;
+    };
+    let cpu = match k.cpu_time(tid) {
+        Ok(c) => c,
+        Err(e) => return seat.kernel_error(tid, &e),
+    };
+    let dt = now.saturating_sub(*since).max(1);
+    let got = cpu0.map_or(0.0, |c0| cpu.saturating_sub(c0) as f64 / dt as f64);
+    // A thread seen setting a timer while it was starved uses timers for its activations: until
+    // it has caught up with its backlog it sets none, and its usage alone can look on time (the
+    // sleeps inside its jobs keep it below its grant), so only its timers can tell it is late.
+    let sets_timers = trace.wakeups.iter().any(|w| w.expiry_ns().is_some());
+    let timer_user = sets_timers || trace.wakeups.iter().any(Wakeup::is_timer);
+    let mut trace = std::mem::take(trace);
+    trace.wakeups.clear();
+    trace.note = Some(format!(
+        "waited for a CPU {:.0} % of the window: probing",
+        wait_share * 100.0
+    ));
+    *state = State::Probing {
+        probe: Probe {
+            started: now,
+            started_cpu: cpu,
+            on_time_since: now,
+            on_time_cpu: cpu,
+            bandwidth: (2.0 * got).max(PROBE_MIN_BANDWIDTH),
+            steps: 1,
+            sets_timers,
+            timer_user,
+            last_t: now,
+            last_cpu: cpu,
+            used_bw: None,
+            trace,
+        },
+        wait_share,
+    };
+}
+
+/// One tick of a probed thread: judge whether it is still late under the bandwidth it was
+/// granted, raise the probe if so, otherwise analyse the window it ran on time through. After
+/// [`PROBE_LIMIT_WINDOWS`] windows without one, its trace is judged as a detecting thread's is
+/// (a period found then is confirmed once reserved at it), or it stays at the probe period.
+#[allow(clippy::too_many_arguments)]
+fn probe_step(
+    state: &mut State,
+    k: &mut dyn Kernel,
+    seat: &Seat,
+    tid: Tid,
+    cfg: &LegacyConfig,
+    detector: &dyn Fn(&[u64]) -> PeriodEstimate,
+    blank: &Percentile,
+    now: u64,
+) {
+    let State::Probing { probe, wait_share } = state else {
+        return;
+    };
+    let wait_share = *wait_share;
+    let mut fresh = Vec::new();
+    if let Err(e) = k.drain_wakeups_marked(tid, &mut fresh) {
+        seat.kernel_error(tid, &e);
+    }
+    let set_timer = fresh.iter().any(|w| w.expiry_ns().is_some());
+    probe.sets_timers |= set_timer;
+    probe.timer_user |= set_timer || fresh.iter().any(Wakeup::is_timer);
+    probe.trace.wakeups.extend(fresh);
+    let horizon = now.saturating_sub(cfg.window_ns);
+    while probe.trace.wakeups.front().is_some_and(|w| w.t_ns < horizon) {
+        probe.trace.wakeups.pop_front();
+    }
+    let cpu = match k.cpu_time(tid) {
+        Ok(c) => c,
+        Err(e) => return seat.kernel_error(tid, &e),
+    };
+    let dt = now.saturating_sub(probe.last_t);
+    let used = (dt > 0).then(|| cpu.saturating_sub(probe.last_cpu) as f64 / dt as f64);
+    probe.last_t = now;
+    probe.last_cpu = cpu;
+    if used.is_some() {
+        probe.used_bw = used;
+    }
+    // Judged against the grant, not the request: probes that do not fit the bound together are
+    // compressed by the supervisor. A late periodic thread skips the sleep on its timer, so sets
+    // none: once the thread has shown that it sets timers, a tick without one is late even below
+    // the grant.
+    let granted = seat.applied(tid).map(|(q, p)| q as f64 / p as f64);
+    let late = match (used, granted) {
+        (Some(u), Some(g)) => u >= PROBE_LATE_USE * g || (probe.sets_timers && !set_timer),
+        // Not reserved (refused, or not yet applied): nothing to judge.
+        _ => true,
+    };
+    if late {
+        if granted.is_some() && probe.bandwidth < cfg.max_bandwidth {
+            probe.bandwidth = (probe.bandwidth * 2.0).min(cfg.max_bandwidth);
+            probe.steps += 1;
+        }
+        probe.on_time_since = now;
+        probe.on_time_cpu = cpu;
+    }
+    let on_time = now.saturating_sub(probe.on_time_since);
+    let mut found = None;
+    if on_time >= cfg.window_ns {
+        // A thread that uses timers is judged on the expiries it sets alone: on time, they are
+        // its grid, where its timer wake-ups also hold the ends of the sleeps inside its jobs
+        // (on Linux a relative sleep's wake-up is a timer's too), which can make a harmonic the
+        // more confident answer (seen: 5.1 ms for a 10 ms player with two sleeps per job). While
+        // it works off its backlog it sets none, and the sleeps keep its use below the grant,
+        // so a window without expiries is not judged.
+        let records: Vec<Wakeup> = probe
+            .trace
+            .wakeups
+            .iter()
+            .filter(|w| w.t_ns >= probe.on_time_since && !(probe.timer_user && w.is_wakeup()))
+            .copied()
+            .collect();
+        if !probe.timer_user || records.len() >= MIN_TIMER_WAKEUPS {
+            let (est, source) = detect_marked(detector, &records);
+            probe.trace.source = Some(source);
+            found = judge(&mut probe.trace, est, cfg, false).map(|f| (f, Confirm::Done));
+        }
+    }
+    let gave_up = now.saturating_sub(probe.started) >= PROBE_LIMIT_WINDOWS.saturating_mul(cfg.window_ns);
+    if found.is_none() && gave_up {
+        // Still late (e.g. probes compressed below the demand of an overloaded CPU) or no period
+        // on time: what the trace shows, as without the probe, confirmed from a fresh window once
+        // reserved at it.
+        let (est, source) = detect_marked(detector, probe.trace.wakeups.make_contiguous());
+        probe.trace.source = Some(source);
+        found = judge(&mut probe.trace, est, cfg, false).map(|f| (f, Confirm::AwaitReservation));
+    }
+    if found.is_none() && !gave_up {
+        return;
+    }
+    // First budget from the demand while on time, or over the whole probe.
+    let (t0, c0) = if on_time >= cfg.tick_ns {
+        (probe.on_time_since, probe.on_time_cpu)
+    } else {
+        (probe.started, probe.started_cpu)
+    };
+    let demand_bw = cpu.saturating_sub(c0) as f64 / now.saturating_sub(t0).max(1) as f64;
+    let (period, confidence, confirm) = match found {
+        Some((f, confirm)) => (f.period, f.confidence, confirm),
+        // No period: keep the thread reserved at the probe period (demoting a thread that may be
+        // throttled risks the kernel fault of docs/linux.md), and keep analysing every window.
+        None => (PROBE_PERIOD_NS, 0.0, Confirm::Provisional),
+    };
+    let demand = (demand_bw * period as f64) as u64;
+    let request = cfg.clamp(lfspp_budget(demand, period, period, cfg.spread), period);
+    let mut trace = std::mem::take(&mut probe.trace);
+    if confirm == Confirm::Provisional {
+        trace.note = Some(format!(
+            "no period found after probing {PROBE_LIMIT_WINDOWS} windows: reserved at the probe period"
+        ));
+    }
+    let steps = probe.steps;
+    *state = State::Controlled {
+        ctl: Control::new(period, confidence, cfg, blank, now, cpu, Some(request)),
+        follow: Some(Follow {
+            trace,
+            next_check: now.saturating_add(match confirm {
+                Confirm::Provisional => cfg.window_ns,
+                _ => cfg.recheck_ns,
+            }),
+            confirm,
+        }),
+        probed: Some((steps, wait_share)),
     };
 }
 
@@ -751,8 +1098,21 @@ struct Found {
     force: bool,
 }
 
-/// Drains a traced thread's wake-ups into its window and, when an analysis is due, runs it:
-/// the period to adopt, if it found one worth adopting.
+/// What an analysis of a thread's window said.
+#[derive(Debug, Clone, Copy)]
+struct Verdict {
+    /// The period to adopt, if the analysis found one worth adopting.
+    found: Option<Found>,
+    source: WakeupSource,
+    /// The analyser saw a periodic pattern, whatever its confidence.
+    periodic: bool,
+    /// Wake-ups in the window.
+    wakeups: usize,
+    /// At least a quarter of the timer expiries the thread set were already past when set.
+    late_expiries: bool,
+}
+
+/// Drains a traced thread's wake-ups into its window and, when an analysis is due, runs it.
 fn follow_wakeups(
     state: &mut State,
     k: &mut dyn Kernel,
@@ -761,7 +1121,7 @@ fn follow_wakeups(
     cfg: &LegacyConfig,
     detector: &dyn Fn(&[u64]) -> PeriodEstimate,
     now: u64,
-) -> Option<Found> {
+) -> Option<Verdict> {
     if !state.tracing() {
         return None;
     }
@@ -782,11 +1142,17 @@ fn follow_wakeups(
                 f.next_check = now.saturating_add(cfg.window_ns);
             }
             let due = now >= f.next_check && !seat.gone(tid);
-            let force = due && f.confirm == Confirm::Next;
+            let force = due && matches!(f.confirm, Confirm::Next | Confirm::Provisional);
             if due {
-                f.next_check = now.saturating_add(cfg.recheck_ns);
+                // A provisional period is re-examined every window until one is found.
+                let every = if f.confirm == Confirm::Provisional {
+                    cfg.window_ns
+                } else {
+                    cfg.recheck_ns
+                };
+                f.next_check = now.saturating_add(every);
             }
-            if force {
+            if due && f.confirm == Confirm::Next {
                 f.confirm = Confirm::Done;
             }
             (&mut f.trace, due, force)
@@ -800,8 +1166,31 @@ fn follow_wakeups(
     if !due || seat.gone(tid) {
         return None;
     }
-    let (est, source) = detect_marked(detector, trace.wakeups.make_contiguous());
+    let records = trace.wakeups.make_contiguous();
+    let wakeups = records.iter().filter(|w| w.is_wakeup()).count();
+    let (mut expiries, mut late) = (0usize, 0usize);
+    for w in records.iter() {
+        if let Some(e) = w.expiry_ns() {
+            expiries += 1;
+            late += usize::from(e <= w.t_ns);
+        }
+    }
+    let (est, source) = detect_marked(detector, records);
     trace.source = Some(source);
+    let periodic = est.is_periodic();
+    let found = judge(trace, est, cfg, force);
+    Some(Verdict {
+        found,
+        source,
+        periodic,
+        wakeups,
+        late_expiries: expiries > 0 && late * 4 >= expiries,
+    })
+}
+
+/// The period of an estimate, if it is confident enough and can be reserved; otherwise the
+/// reason goes to the trace's note.
+fn judge(trace: &mut Trace, est: PeriodEstimate, cfg: &LegacyConfig, force: bool) -> Option<Found> {
     match est {
         PeriodEstimate::Periodic {
             period_ns,
@@ -878,8 +1267,12 @@ fn adopt(
         confidence,
         force,
     } = found;
-    if let State::Controlled { ctl, .. } = state {
+    if let State::Controlled { ctl, follow, .. } = state {
         ctl.confidence = confidence;
+        if let Some(f) = follow.as_mut().filter(|f| f.confirm == Confirm::Provisional) {
+            f.confirm = Confirm::Done;
+            f.next_check = now.saturating_add(cfg.recheck_ns);
+        }
         let old = ctl.period;
         if p == old || (!force && (p as f64 - old as f64).abs() <= cfg.period_tolerance * old as f64) {
             return;
@@ -910,7 +1303,9 @@ fn adopt(
             // Samples measured against another period mean something else: start over.
             ctl.predictor = blank.clone();
         }
-        State::Detecting { since, cpu0, trace } => {
+        State::Detecting {
+            since, cpu0, trace, ..
+        } => {
             // First budget from the CPU time used while detecting, so the thread is reserved now
             // rather than one sampling period later.
             let dt = now.saturating_sub(*since);
@@ -925,9 +1320,10 @@ fn adopt(
                     next_check: now.saturating_add(cfg.recheck_ns),
                     confirm: Confirm::AwaitReservation,
                 }),
+                probed: None,
             };
         }
-        State::Pending | State::Gone { .. } => {}
+        State::Pending | State::Probing { .. } | State::Gone { .. } => {}
     }
 }
 

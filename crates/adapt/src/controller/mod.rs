@@ -39,7 +39,8 @@ pub use common::ThreadOptions;
 pub use job::{JobConfig, JobController, JobThreadStatus};
 pub use legacy::{
     detect_marked, Detector, LegacyConfig, LegacyController, LegacyThreadStatus, Phase, PowerStatus,
-    WakeupSource, MIN_TIMER_WAKEUPS,
+    WakeupSource, DEFAULT_PROBE_WAIT, MIN_TIMER_WAKEUPS, PROBE_LATE_USE, PROBE_LIMIT_WINDOWS,
+    PROBE_MIN_BANDWIDTH, PROBE_PERIOD_NS,
 };
 pub use pool::{Pool, PoolError};
 pub use proactive::{Measure, ProactiveConfig, ProactiveController, ProactiveThreadStatus};

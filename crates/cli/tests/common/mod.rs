@@ -90,3 +90,66 @@ pub fn calibration() -> String {
     })
     .clone()
 }
+
+/// `cmd.output()` with a deadline: a test whose program hangs (a thread the kernel never runs
+/// again, a wait that never ends) fails with what the program printed so far instead of
+/// stalling the suite. The command runs in its own process group; at the deadline the group gets
+/// SIGTERM (pacer restores what it changed on it), then SIGKILL 5 s later.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the command under test");
+    // Read on threads and collected with a timeout: a process left behind that still holds the
+    // pipe must not stall the test either.
+    let pump = |mut r: Box<dyn Read + Send>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+        rx
+    };
+    let out = pump(Box::new(child.stdout.take().expect("piped")));
+    let err = pump(Box::new(child.stderr.take().expect("piped")));
+    let pgid = child.id();
+    let end = Instant::now() + limit;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the command under test") {
+            break s;
+        }
+        if Instant::now() >= end && !timed_out {
+            timed_out = true;
+            // SAFETY: kill(2) on the process group this test created.
+            unsafe { libc::kill(-(pgid as i32), libc::SIGTERM) };
+            let grace = Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // SAFETY: as above.
+            unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let collect = |rx: Receiver<Vec<u8>>| rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+    let (stdout, stderr) = (collect(out), collect(err));
+    assert!(
+        !timed_out,
+        "{cmd:?} did not finish within {limit:?}; stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
