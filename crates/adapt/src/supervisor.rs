@@ -86,7 +86,7 @@ pub enum Compression {
 }
 
 /// Whether the requests fitted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum AllocationStatus {
     /// Every request granted in full.

@@ -219,7 +219,9 @@ pub fn status(args: StatusArgs) -> Result<u8> {
                 s["pid"].to_string(),
                 s["uid"].to_string(),
                 s["controller"].as_str().unwrap_or("-").to_lowercase(),
-                format!("{:.3} ms", s["period_ns"].as_f64().unwrap_or(0.0) / 1e6),
+                th["period_ns"]
+                    .as_f64()
+                    .map_or("-".into(), |p| format!("{:.3} ms", p / 1e6)),
                 th["tid"].to_string(),
                 th["budget_ns"]
                     .as_f64()

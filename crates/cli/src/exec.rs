@@ -42,7 +42,13 @@ are killed, `pacer doctor --repair` restores them from the session's ledger in /
 program keeps running after pacer stops controlling it. Refuses kernel threads, PID 1 and itself.
 
 Needs root (SCHED_DEADLINE and tracefs). Status: a live table on a terminal, the final table \
-otherwise; --json prints one JSON object per line (\"status\" every --status-every, then \"exit\").";
+otherwise; --json prints one JSON object per line (\"status\" every --status-every, then \"exit\").
+
+With --daemon, `pacer daemon` runs the session instead: its one supervisor then covers this \
+program together with every other session (client applications, other exec sessions), so their \
+sum stays admissible and compression is fair across them. No root is needed for your own \
+program (the daemon checks the caller, its quota applies to every thread taken); the daemon \
+restores the threads when this pacer exits or dies.";
 
 /// Options shared by `exec` and `attach`.
 #[derive(ClapArgs, Debug, Clone)]
@@ -74,9 +80,10 @@ pub struct ControlArgs {
     /// Percentile of the history used as prediction (0.9375 with 16 samples = 2nd largest).
     #[arg(long, default_value_t = 0.9375)]
     percentile: f64,
-    /// Largest bandwidth (Q/P) one thread may get.
-    #[arg(long, default_value_t = 0.9)]
-    max_bandwidth: f64,
+    /// Largest bandwidth (Q/P) one thread may get [default: 0.9; with --daemon, the daemon's
+    /// per-thread default for your user, counted against your quota for every thread taken].
+    #[arg(long)]
+    max_bandwidth: Option<f64>,
     /// Total bandwidth (CPUs) pacer may reserve; default: the kernel's admission limit.
     #[arg(long)]
     bound: Option<f64>,
@@ -109,6 +116,14 @@ pub struct ControlArgs {
     /// Print JSON lines on stdout instead of tables.
     #[arg(long)]
     json: bool,
+    /// Have `pacer daemon` run the session, under its supervisor shared with every other
+    /// session (no root needed for your own program). Only the session options --period,
+    /// --thread, --no-follow and --max-bandwidth apply; the daemon's defaults set the rest.
+    #[arg(long)]
+    daemon: bool,
+    /// The daemon's socket for --daemon [default: $PACER_SOCKET, else /run/pacer/pacer.sock].
+    #[arg(long, value_name = "PATH", requires = "daemon")]
+    socket: Option<PathBuf>,
     /// Only the final table (or final JSON line).
     #[arg(short, long)]
     quiet: bool,
@@ -200,7 +215,7 @@ fn validate(a: &ControlArgs) -> Result<()> {
     check_range("--percentile", a.percentile, 0.0, 1.0, true, "")?;
     check_range(
         "--max-bandwidth",
-        a.max_bandwidth,
+        a.max_bandwidth.unwrap_or(0.9),
         0.0,
         1.0,
         true,
@@ -249,7 +264,7 @@ fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
         spread: a.spread,
         history: a.history,
         percentile: a.percentile,
-        max_bandwidth: a.max_bandwidth,
+        max_bandwidth: a.max_bandwidth.unwrap_or(defaults.max_bandwidth),
         bound: a.bound,
         reclaim: a.reclaim,
         min_confidence: a.min_confidence.unwrap_or(defaults.min_confidence),
@@ -306,17 +321,31 @@ enum End {
 pub fn exec(args: ExecArgs) -> Result<u8> {
     let cfg = session_config(&args.control)?;
     let sigs = SignalFd::new(&signals::TERMINATING).context("setting up signal handling")?;
-    control::preflight(cfg.known_period.is_none()).context("pacer exec")?;
+    // Connect first: a daemon that is not there is an error before the program starts.
+    let client = match args.control.daemon {
+        true => Some(connect_daemon(&args.control)?),
+        false => {
+            control::preflight(cfg.known_period.is_none()).context("pacer exec")?;
+            None
+        }
+    };
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     let mut child =
         signals::spawn_unblocked(&mut cmd).with_context(|| format!("cannot run {:?}", args.command[0]))?;
     let pidfd = control::open_process(child.id()).context("opening the new process")?;
-    let session = start_session(pidfd, cfg)?;
     let label = escape_control(&args.command.join(" "));
-    let end = run_loop(session, &sigs, &args.control, &label, || {
-        child.try_wait().ok().flatten()
-    })?;
+    let exited = || child.try_wait().ok().flatten();
+    let end = match client {
+        Some(c) => run_loop(
+            Hosted::start(c, pidfd, &args.control)?,
+            &sigs,
+            &args.control,
+            &label,
+            exited,
+        )?,
+        None => run_loop(start_session(pidfd, cfg)?, &sigs, &args.control, &label, exited)?,
+    };
     Ok(match end {
         End::Exited(status) => {
             let status = status.or_else(|| child.wait().ok());
@@ -335,12 +364,16 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     let sigs = SignalFd::new(&signals::TERMINATING).context("setting up signal handling")?;
     let pidfd = control::open_process(args.pid).context("pacer attach")?;
     control::check_target(args.pid).context("pacer attach")?;
-    control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
     let label = procfs::comm(args.pid, args.pid)
         .map(|s| escape_control(&s))
         .unwrap_or_default();
-    let session = start_session(pidfd, cfg)?;
-    let end = run_loop(session, &sigs, &args.control, &label, || None)?;
+    let end = if args.control.daemon {
+        let hosted = Hosted::start(connect_daemon(&args.control)?, pidfd, &args.control)?;
+        run_loop(hosted, &sigs, &args.control, &label, || None)?
+    } else {
+        control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
+        run_loop(start_session(pidfd, cfg)?, &sigs, &args.control, &label, || None)?
+    };
     Ok(match end {
         End::Signal(s) => 128 + s as u8,
         End::Unguarded(_) => 1,
@@ -380,8 +413,179 @@ pub fn guardian(args: GuardianArgs) -> Result<u8> {
     Ok(if report.failed.is_empty() { 0 } else { 1 })
 }
 
-fn run_loop(
-    mut session: Session,
+/// What [`run_loop`] drives: a session pacer runs itself, or one `pacer daemon` runs for it.
+trait Controlled {
+    fn tick(&mut self);
+    fn take_notices(&mut self) -> Vec<String>;
+    fn fatal(&self) -> Option<&str>;
+    fn status(&self) -> SessionStatus;
+    fn tick_ns(&self) -> u64;
+    fn pidfd(&self) -> &procfs::Pidfd;
+    fn alive(&self) -> bool;
+    fn release(&mut self) -> control::ReleaseReport;
+}
+
+impl Controlled for Session {
+    fn tick(&mut self) {
+        Session::tick(self)
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        Session::take_notices(self)
+    }
+    fn fatal(&self) -> Option<&str> {
+        Session::fatal(self)
+    }
+    fn status(&self) -> SessionStatus {
+        Session::status(self)
+    }
+    fn tick_ns(&self) -> u64 {
+        Session::tick_ns(self)
+    }
+    fn pidfd(&self) -> &procfs::Pidfd {
+        Session::pidfd(self)
+    }
+    fn alive(&self) -> bool {
+        Session::alive(self)
+    }
+    fn release(&mut self) -> control::ReleaseReport {
+        Session::release(self)
+    }
+}
+
+fn connect_daemon(a: &ControlArgs) -> Result<pacer::Client> {
+    let c = match &a.socket {
+        Some(p) => pacer::Client::connect_to(p),
+        None => pacer::Client::connect(),
+    };
+    c.context("pacer exec --daemon: connecting to pacer daemon (is it running? see docs/client.md)")
+}
+
+/// A session `pacer daemon` runs ([`pacer_daemon::protocol::Request::Attach`]): this pacer only
+/// watches it, reading the daemon's status once per tick. The daemon releases the threads when
+/// the session is closed, or when this pacer's connection closes, even if it is killed.
+struct Hosted {
+    client: pacer::Client,
+    id: u32,
+    pidfd: procfs::Pidfd,
+    last: SessionStatus,
+    notices: Vec<String>,
+    fatal: Option<String>,
+    closed: bool,
+}
+
+impl Hosted {
+    fn start(client: pacer::Client, pidfd: procfs::Pidfd, a: &ControlArgs) -> Result<Hosted> {
+        let spec = pacer::AttachSpec {
+            pid: pidfd.pid(),
+            names: a.threads.clone(),
+            period_ns: a.period.map(|d| d.0),
+            follow_new: !a.no_follow,
+            max_bandwidth: a.max_bandwidth,
+        };
+        let id = client
+            .attach(&spec)
+            .with_context(|| format!("pacer daemon refused to control PID {}", spec.pid))?;
+        let pid = pidfd.pid();
+        let mut h = Hosted {
+            client,
+            id,
+            pidfd,
+            last: SessionStatus {
+                pid,
+                elapsed_ns: 0,
+                reserved_bandwidth: 0.0,
+                bound: 0.0,
+                allocation: None,
+                lost_wakeups: 0,
+                exited_threads: 0,
+                threads: Vec::new(),
+            },
+            notices: vec![format!("pacer daemon runs this program's session ({id})")],
+            fatal: None,
+            closed: false,
+        };
+        h.tick();
+        Ok(h)
+    }
+}
+
+impl Controlled for Hosted {
+    fn tick(&mut self) {
+        let fetched = self
+            .client
+            .status_json()
+            .map_err(|e| e.to_string())
+            .and_then(|j| {
+                let v: serde_json::Value = serde_json::from_str(&j).map_err(|e| e.to_string())?;
+                let ours = v["sessions"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|s| s["id"] == self.id))
+                    .cloned();
+                match ours {
+                    // Closed by the daemon: the process exited, or the daemon lost its guardian.
+                    None => Ok(None),
+                    Some(s) => serde_json::from_value::<SessionStatus>(s["exec"].clone())
+                        .map(Some)
+                        .map_err(|e| format!("unreadable session status: {e}")),
+                }
+            });
+        match fetched {
+            Ok(Some(st)) => self.last = st,
+            Ok(None) if self.alive() => {
+                self.fatal = Some(format!("pacer daemon closed session {}", self.id));
+            }
+            Ok(None) => {}
+            Err(e) => self.fatal = Some(format!("lost pacer daemon: {e}")),
+        }
+    }
+    fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+    fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+    fn status(&self) -> SessionStatus {
+        self.last.clone()
+    }
+    fn tick_ns(&self) -> u64 {
+        100_000_000
+    }
+    fn pidfd(&self) -> &procfs::Pidfd {
+        &self.pidfd
+    }
+    fn alive(&self) -> bool {
+        self.pidfd.is_alive().unwrap_or(false)
+    }
+    /// Closes the session: the daemon restores the threads it holds.
+    fn release(&mut self) -> control::ReleaseReport {
+        let mut report = control::ReleaseReport::default();
+        if std::mem::replace(&mut self.closed, true) {
+            return report;
+        }
+        let held: Vec<pacer_linux::sched::Tid> = self
+            .last
+            .threads
+            .iter()
+            .filter(|t| t.control.as_ref().is_some_and(|c| c.phase != Phase::Gone))
+            .map(|t| t.tid)
+            .collect();
+        match self.client.close_session(self.id) {
+            Ok(()) => report.restored = held,
+            // Closed already (the program exited): the daemon gave the threads back then.
+            Err(pacer::Error::Refused(e)) if e.code == pacer_daemon::protocol::ErrorCode::NoSuchSession => {
+                report.restored = held
+            }
+            Err(e) => report.failed.extend(
+                held.into_iter()
+                    .map(|t| (t, format!("closing the daemon session: {e}"))),
+            ),
+        }
+        report
+    }
+}
+
+fn run_loop<S: Controlled>(
+    mut session: S,
     sigs: &SignalFd,
     a: &ControlArgs,
     label: &str,

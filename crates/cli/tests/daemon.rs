@@ -456,3 +456,180 @@ fn an_unprivileged_client_boosts_its_own_thread_and_the_boost_ends_when_it_block
     stop.send(()).unwrap();
     h.join().unwrap();
 }
+
+/// The lines of a `pacer exec --json` run (its JSON, and the program's own output as strings),
+/// read on a thread.
+fn exec_lines(child: &mut Child) -> std::sync::mpsc::Receiver<serde_json::Value> {
+    let out = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            let v =
+                serde_json::from_str::<serde_json::Value>(&line).unwrap_or(serde_json::Value::String(line));
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The `control` object of the thread named `name` in a `pacer exec` status.
+fn control_of<'a>(status: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    status["threads"]
+        .as_array()?
+        .iter()
+        .find(|t| t["name"] == name)
+        .map(|t| &t["control"])
+}
+
+/// `pacer exec --daemon`: an unmodified periodic program, started by an unprivileged user, is
+/// traced, detected and reserved by the daemon, under the daemon's one supervisor together with a
+/// client's session (Σ within the bound); the program's thread gets SCHED_OTHER back and
+/// `total_bw` its baseline when the session ends, also when the `pacer exec` that asked for it
+/// is killed with SIGKILL.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn exec_sessions_run_in_the_daemon_under_its_one_supervisor() {
+    let _g = privileged();
+    require(Need::Tracefs);
+    let w = world();
+    let base = baseline();
+    let _d = daemon(
+        &w,
+        "bound = 0.5\n[default]\nbandwidth = 0.5\nthread_bandwidth = 0.45\nsessions = 2\n",
+    );
+    // A client session beside it, at its 0.3 ceiling.
+    let (a, stop_a, ha) = sleeper();
+    let client = pacer::Client::connect_to(&w.socket).unwrap();
+    let s1 = client
+        .session_with(&pacer::SessionOptions::new(&[a], 10_000_000).max_bandwidth(0.3))
+        .unwrap();
+    // The unprivileged user's program under `pacer exec --daemon`.
+    let (uid, gid) = client_user();
+    let mut exec = pacer()
+        .args([
+            "exec",
+            "--daemon",
+            "--json",
+            "--status-every",
+            "250ms",
+            "--socket",
+        ])
+        .arg(&w.socket)
+        .args(["--", w.program.to_str().unwrap(), "legacy", "10", "6"])
+        .uid(uid)
+        .gid(gid)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = exec_lines(&mut exec);
+    // Reserved at its period within 5 s, while the client's session holds its share.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut reserved = None;
+    while reserved.is_none() && Instant::now() < deadline {
+        let Ok(v) = lines.recv_timeout(Duration::from_secs(1)) else {
+            continue;
+        };
+        if let Some(c) = control_of(&v["status"], "periodic") {
+            if c["phase"] == "controlled" && c["budget_ns"].as_u64().is_some() {
+                reserved = Some(c.clone());
+            }
+        }
+    }
+    let c = reserved.unwrap_or_else(|| {
+        panic!(
+            "not reserved through the daemon within 5 s; daemon: {}",
+            status(&w)
+        )
+    });
+    let p = c["period_ns"].as_u64().unwrap();
+    eprintln!("pacer exec --daemon: {c}");
+    assert!((p as f64 - 10e6).abs() <= 0.01 * 10e6, "period {p} ns");
+    let st = status(&w);
+    let sessions = st["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{st}");
+    let legacy = sessions
+        .iter()
+        .find(|s| s["controller"] == "Legacy")
+        .expect("the exec session");
+    assert_eq!(legacy["uid"], uid, "{st}");
+    assert!(
+        legacy["exec"]["threads"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{st}"
+    );
+    let reserved_bw = st["reserved_bandwidth"].as_f64().unwrap();
+    assert!(reserved_bw <= 0.5 + 1e-6, "Σ {reserved_bw} over the bound: {st}");
+    let code = exec.wait().unwrap();
+    assert!(code.success(), "pacer exec --daemon: {code}");
+    let rest: Vec<serde_json::Value> = lines.iter().collect();
+    assert!(
+        rest.iter().any(|v| v.as_str() == Some("policy=6")),
+        "the program did not end reserved: {rest:?}"
+    );
+    let exit = rest.iter().find(|v| v["type"] == "exit").expect("an exit line");
+    assert_eq!(exit["release"]["failed"], serde_json::json!([]), "{exit}");
+    // The daemon closed the session when the program exited; the client's is untouched.
+    let st = status(&w);
+    assert_eq!(st["sessions"].as_array().unwrap().len(), 1, "{st}");
+    drop(s1);
+    stop_a.send(()).unwrap();
+    ha.join().unwrap();
+    assert!(
+        wait_total_bw(base, Duration::from_secs(2)).is_some(),
+        "total_bw {} after the sessions, baseline {base}",
+        total_bw()
+    );
+    // SIGKILL of the `pacer exec` that asked: the daemon sees its connection close and gives
+    // the program's thread back at once; the program keeps running.
+    let mut exec = pacer()
+        .args(["exec", "--daemon", "--period", "10ms", "--json", "--socket"])
+        .arg(&w.socket)
+        .args(["--", w.program.to_str().unwrap(), "legacy", "10", "30"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let program_pid = || {
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", exec.id()))
+            .ok()
+            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+    };
+    let start = Instant::now();
+    let pid = loop {
+        if let Some(p) = program_pid().filter(|&p| policy_of(p) == 6) {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "not reserved within 5 s: {}",
+            status(&w)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    signal(exec.id(), libc::SIGKILL);
+    let _ = exec.wait();
+    let start = Instant::now();
+    while policy_of(pid) != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "the program's thread is still under policy {} after pacer exec was killed",
+            policy_of(pid)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!(
+        "pacer exec killed: thread back to SCHED_OTHER after {:?}",
+        start.elapsed()
+    );
+    signal(pid, libc::SIGKILL);
+    assert!(
+        wait_total_bw(base, Duration::from_secs(2)).is_some(),
+        "total_bw {} after the killed session, baseline {base}",
+        total_bw()
+    );
+}

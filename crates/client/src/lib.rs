@@ -31,7 +31,7 @@ use pacer_daemon::protocol::{
     self, encode_into, ControllerKind, ErrorCode, Frame, FrameReader, JobMark, QuotaView, Reply, Request,
     SessionSpec, ThreadGrant, WireError, MAX_REPLY, VERSION,
 };
-pub use pacer_daemon::protocol::{BoostGrant, ControllerKind as Controller};
+pub use pacer_daemon::protocol::{AttachSpec, BoostGrant, ControllerKind as Controller};
 use pacer_daemon::{Config, Server, Service, DEFAULT_SOCKET};
 
 pub mod ffi;
@@ -424,6 +424,24 @@ impl Client {
     pub fn boost(&self, tid: u32, duration_ns: u64) -> Result<BoostGrant, Error> {
         match self.round_trip(&Request::Boost { tid, duration_ns })? {
             Reply::Boosted(g) => Ok(g),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// LFS++ by the daemon on a whole process (`pacer exec --daemon`): its threads are traced,
+    /// their periods detected and reserved under the daemon's one supervisor. Returns the
+    /// session id, closed with [`Client::close_session`] or when this connection closes.
+    pub fn attach(&self, spec: &AttachSpec) -> Result<u32, Error> {
+        match self.round_trip(&Request::Attach(spec.clone()))? {
+            Reply::Created { session, .. } => Ok(session),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Closes a session by id (round trip): its threads get their original scheduling back.
+    pub fn close_session(&self, session: u32) -> Result<(), Error> {
+        match self.round_trip(&Request::CloseSession { session })? {
+            Reply::Closed { .. } => Ok(()),
             other => Err(unexpected(&other)),
         }
     }

@@ -107,6 +107,46 @@ impl ThreadHandle {
     pub fn alive(&self) -> bool {
         self.fd.is_alive().unwrap_or(false)
     }
+
+    /// Opens thread `tid` of process `pid`, which [`may_attach`] allowed: pinned first, then
+    /// checked to still be that process's.
+    pub fn open_in(pid: u32, tid: u32) -> Result<ThreadHandle, WireError> {
+        let h = Self::pin(tid)?;
+        match owner_of(tid) {
+            Some((owner, _)) if owner == pid && h.alive() => Ok(ThreadHandle { pid, ..h }),
+            _ => Err(WireError::new(
+                ErrorCode::NoSuchThread,
+                format!("thread {tid} is no longer a thread of process {pid}"),
+            )),
+        }
+    }
+}
+
+/// Whether `peer` may have the daemon run LFS++ on process `pid` ([`crate::protocol::Request::Attach`]):
+/// root may, for any user process; another user for its own child (what `pacer exec --daemon`
+/// starts), or for any process of its user when `same_uid`. The daemon, PID 1 and kernel
+/// threads are never taken.
+pub fn may_attach(pid: u32, peer: &Peer, same_uid: bool) -> Result<(), WireError> {
+    pacer_linux::control::check_target(pid)
+        .map_err(|e| WireError::new(ErrorCode::NotYours, e.to_string()))?;
+    let (_, uid) =
+        owner_of(pid).ok_or_else(|| WireError::new(ErrorCode::NoSuchThread, format!("no process {pid}")))?;
+    let child = pacer_linux::procfs::parent_of(pid) == Some(peer.pid);
+    if peer.uid == 0 || (uid == peer.uid && (child || same_uid)) {
+        return Ok(());
+    }
+    let why = if uid != peer.uid {
+        format!("it belongs to uid {uid}, not to uid {}", peer.uid)
+    } else {
+        format!(
+            "it is not a child of the connected process {} (the configuration does not allow other processes of the same user)",
+            peer.pid
+        )
+    };
+    Err(WireError::new(
+        ErrorCode::NotYours,
+        format!("process {pid}: {why}"),
+    ))
 }
 
 #[cfg(test)]
@@ -142,5 +182,41 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!h.alive());
+    }
+
+    /// Who may have a process attached: its parent, another process of its user only with
+    /// `same_uid`, never a process of another user; never init or the daemon itself.
+    #[test]
+    fn a_user_may_attach_to_its_own_child() {
+        let me = Peer::this_process();
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let (_, uid) = owner_of(child.id()).expect("the child's owner");
+        let parent = Peer {
+            pid: me.pid,
+            uid: if uid == 0 { 12345 } else { uid },
+            gid: me.gid,
+        };
+        if uid != 0 {
+            assert!(may_attach(child.id(), &parent, false).is_ok());
+            let cousin = Peer { pid: 1, ..parent.clone() };
+            let e = may_attach(child.id(), &cousin, false).unwrap_err();
+            assert_eq!(e.code, ErrorCode::NotYours, "{e}");
+            assert!(e.message.contains("not a child"), "{e}");
+            assert!(may_attach(child.id(), &cousin, true).is_ok());
+        }
+        let stranger = Peer {
+            uid: uid.wrapping_add(1).max(1),
+            ..parent.clone()
+        };
+        let e = may_attach(child.id(), &stranger, true).unwrap_err();
+        assert_eq!(e.code, ErrorCode::NotYours, "{e}");
+        let root = Peer { uid: 0, ..stranger };
+        assert!(may_attach(child.id(), &root, false).is_ok());
+        for never in [1, me.pid] {
+            let e = may_attach(never, &root, true).unwrap_err();
+            assert_eq!(e.code, ErrorCode::NotYours, "{never}: {e}");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -38,6 +38,10 @@ pub enum ControllerKind {
     Proactive,
     /// The job-based adaptive reservation (LFS++ §7.3): a percentile of measured job times.
     Job,
+    /// LFS++ for an unmodified process ([`Request::Attach`], `pacer exec --daemon`): periods
+    /// detected from traced wake-ups, budgets from measured CPU time. Not valid in
+    /// [`SessionSpec`].
+    Legacy,
 }
 
 /// A session request: threads of the caller and their common period (= deadline).
@@ -48,6 +52,28 @@ pub struct SessionSpec {
     pub controller: ControllerKind,
     /// Largest bandwidth (Q/P) any one thread of the session may be given; `None`: the
     /// daemon's per-thread default for this user. Counted against the user's quota.
+    pub max_bandwidth: Option<f64>,
+}
+
+/// Most thread names an [`AttachSpec`] may select.
+pub const MAX_NAMES: usize = 16;
+
+/// A request to run LFS++ on a whole process (`pacer exec --daemon`, `pacer attach --daemon`):
+/// the daemon discovers its threads, traces their wake-ups, detects their periods and reserves
+/// them through the same supervisor as every other session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachSpec {
+    /// The process: the caller's own child, any process of its user when the configuration
+    /// allows other processes of the same user, or any user process for root.
+    pub pid: u32,
+    /// Take only threads with one of these names (`comm`, at most [`MAX_NAMES`]); empty: all.
+    pub names: Vec<String>,
+    /// Reserve at this period instead of detecting it, ns.
+    pub period_ns: Option<u64>,
+    /// Also take threads created later.
+    pub follow_new: bool,
+    /// Largest bandwidth one thread may be given; `None`: the user's per-thread default.
+    /// Counted against the user's quota for every thread taken.
     pub max_bandwidth: Option<f64>,
 }
 
@@ -94,6 +120,9 @@ pub enum Request {
     Boost { tid: u32, duration_ns: u64 },
     /// Round trip: the daemon's state (sessions of the caller's user; all of them for root).
     Status,
+    /// Round trip: LFS++ on a process; reply [`Reply::Created`] with the threads taken so far.
+    /// (Last, so the other variants keep their wire numbers.)
+    Attach(AttachSpec),
 }
 
 impl Request {

@@ -9,14 +9,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use pacer_adapt::controller::{JobConfig, ProactiveConfig, ThreadOptions};
+use pacer_adapt::controller::{JobConfig, LegacyConfig, Phase, ProactiveConfig, ThreadOptions};
+use pacer_adapt::kernel::Wakeup;
 use pacer_adapt::{
-    AppEvent, Compression, Controller, DlState, FreqState, JobController, Kernel, KernelError, Pool,
-    ProactiveController, Tid,
+    AppEvent, Compression, Controller, DlState, FreqState, JobController, Kernel, KernelError,
+    LegacyController, Pool, ProactiveController, Tid,
 };
 use pacer_linux::boost::{Actuator, BoostConfig, BoostError, Booster, How};
+use pacer_linux::control::{self, describe_attr, ThreadView};
 use pacer_linux::guardian::Guardian;
 use pacer_linux::kernel::LinuxKernel;
+use pacer_linux::procfs::Pidfd;
 use pacer_linux::sched::ThreadSched;
 use pacer_model::reservation::{DEFAULT_PERIOD_MAX, DL_MIN_RUNTIME_NS};
 use pacer_model::Policy;
@@ -25,8 +28,8 @@ use serde::Serialize;
 use crate::config::{Config, Quota};
 use crate::peer::{self, Peer, ThreadHandle};
 use crate::protocol::{
-    BoostGrant, ControllerKind, ErrorCode, FrameError, JobMark, Reply, Request, SessionSpec, ThreadGrant,
-    WireError, MAX_TIDS, VERSION,
+    AttachSpec, BoostGrant, ControllerKind, ErrorCode, FrameError, JobMark, Reply, Request, SessionSpec,
+    ThreadGrant, WireError, MAX_NAMES, MAX_TIDS, VERSION,
 };
 
 /// A connection, numbered by the server.
@@ -111,13 +114,20 @@ impl Kernel for DaemonKernel {
     fn run_delay(&self, t: Tid) -> Result<Option<u64>, KernelError> {
         self.route(t)?.run_delay(t)
     }
-    fn trace_wakeups(&mut self, _t: Tid, _on: bool) -> Result<(), KernelError> {
-        Err(KernelError::Unsupported(
-            "the daemon's sessions are cooperative: jobs are reported, not traced".into(),
-        ))
+    /// Traced by the tracefs instance of the thread's process (legacy sessions).
+    fn trace_wakeups(&mut self, t: Tid, on: bool) -> Result<(), KernelError> {
+        match self.route_mut(t) {
+            Ok(k) => k.trace_wakeups(t, on),
+            // Nothing left to stop tracing on an exited thread.
+            Err(e) if on => Err(e),
+            Err(_) => Ok(()),
+        }
     }
-    fn drain_wakeups(&mut self, _t: Tid, _out: &mut Vec<u64>) -> Result<(), KernelError> {
-        Ok(())
+    fn drain_wakeups(&mut self, t: Tid, out: &mut Vec<u64>) -> Result<(), KernelError> {
+        self.route_mut(t)?.drain_wakeups(t, out)
+    }
+    fn drain_wakeups_marked(&mut self, t: Tid, out: &mut Vec<Wakeup>) -> Result<(), KernelError> {
+        self.route_mut(t)?.drain_wakeups_marked(t, out)
     }
     fn dl_state(&self, t: Tid) -> Result<Option<DlState>, KernelError> {
         self.route(t)?.dl_state(t)
@@ -144,6 +154,7 @@ impl Kernel for DaemonKernel {
 enum Ctl {
     Proactive(ProactiveController),
     Job(JobController),
+    Legacy(Box<LegacyController>),
 }
 
 impl Ctl {
@@ -151,32 +162,64 @@ impl Ctl {
         match self {
             Ctl::Proactive(c) => c,
             Ctl::Job(c) => c,
+            Ctl::Legacy(c) => c.as_mut(),
         }
     }
     fn release(&mut self, k: &mut dyn Kernel) -> Vec<(Tid, Result<(), KernelError>)> {
         match self {
             Ctl::Proactive(c) => c.release(k),
             Ctl::Job(c) => c.release(k),
+            Ctl::Legacy(c) => c.release(k),
         }
     }
     fn budget(&self, tid: Tid) -> Option<u64> {
         match self {
             Ctl::Proactive(c) => c.thread_status(tid).and_then(|s| s.budget_ns),
             Ctl::Job(c) => c.thread_status(tid).and_then(|s| s.budget_ns),
+            Ctl::Legacy(c) => c.thread_status(tid).and_then(|s| s.budget_ns),
         }
     }
     fn status_json(&self) -> serde_json::Value {
         match self {
             Ctl::Proactive(c) => serde_json::to_value(c.status()).unwrap_or_default(),
             Ctl::Job(c) => serde_json::to_value(c.status()).unwrap_or_default(),
+            Ctl::Legacy(c) => serde_json::to_value(c.status()).unwrap_or_default(),
+        }
+    }
+    /// A legacy thread's own period, once known.
+    fn thread_period(&self, tid: Tid) -> Option<u64> {
+        match self {
+            Ctl::Legacy(c) => c.thread_status(tid).and_then(|s| s.period_ns),
+            _ => None,
+        }
+    }
+    /// Q/P in place for a thread; a legacy thread has its own period.
+    fn reserved_bandwidth(&self, tid: Tid, period_ns: u64) -> Option<f64> {
+        match self {
+            Ctl::Legacy(c) => c.thread_status(tid).and_then(|s| s.reserved_bandwidth),
+            _ => self.budget(tid).map(|q| q as f64 / period_ns.max(1) as f64),
         }
     }
     fn period(&self) -> Option<u64> {
         match self {
             Ctl::Proactive(c) => c.period(),
             Ctl::Job(c) => c.period(),
+            Ctl::Legacy(c) => c.period(),
         }
     }
+}
+
+/// The process a legacy session runs LFS++ on ([`Request::Attach`]): its threads are discovered
+/// at every tick, as `pacer exec` does.
+struct Watch {
+    pidfd: Pidfd,
+    names: Vec<String>,
+    follow_new: bool,
+    known_period: Option<u64>,
+    /// Every thread seen: its name, and why it is left alone (`None`: taken).
+    seen: BTreeMap<Tid, (String, Option<String>)>,
+    first: bool,
+    exited: u64,
 }
 
 struct Session {
@@ -196,6 +239,8 @@ struct Session {
     cpu_at_create: BTreeMap<Tid, u64>,
     hints: u64,
     jobs: u64,
+    /// A legacy session's process.
+    watch: Option<Watch>,
 }
 
 impl Session {
@@ -403,6 +448,7 @@ impl Service {
         match req {
             Request::Hello { .. } => unreachable!("handled above"),
             Request::CreateSession(spec) => self.create(conn, spec).map(Some),
+            Request::Attach(spec) => self.attach(conn, spec).map(Some),
             Request::WorkUnits { session, units } => {
                 let t = self.kernel.now();
                 let s = self.own_session(conn, session)?;
@@ -699,6 +745,12 @@ impl Service {
             handles.push(h);
         }
         let mut ctl = match spec.controller {
+            ControllerKind::Legacy => {
+                return Err(invalid(
+                    "the legacy controller runs on a whole process: ask with Attach, not CreateSession"
+                        .into(),
+                ))
+            }
             ControllerKind::Proactive => Ctl::Proactive(
                 ProactiveController::new(ProactiveConfig {
                     max_bandwidth: ceiling,
@@ -726,6 +778,7 @@ impl Service {
             let r = match &mut ctl {
                 Ctl::Proactive(c) => c.add_thread(h.tid, spec.period_ns, ThreadOptions::default()),
                 Ctl::Job(c) => c.add_thread(h.tid, spec.period_ns, ThreadOptions::default()),
+                Ctl::Legacy(_) => unreachable!("refused above"),
             };
             r.map_err(|e| invalid(e.to_string()))?;
         }
@@ -773,10 +826,278 @@ impl Service {
                 cpu_at_create,
                 hints: 0,
                 jobs: 0,
+                watch: None,
             },
         );
         self.conns.get_mut(&conn).expect("checked").sessions.insert(id);
         Ok(Reply::Created { session: id, threads })
+    }
+
+    /// LFS++ on a whole process (`pacer exec --daemon`): checked like a session, then its
+    /// threads are taken as they are discovered, each counted against the user's quota.
+    fn attach(&mut self, conn: ConnId, spec: AttachSpec) -> Result<Reply, WireError> {
+        let c = &self.conns[&conn];
+        let quota = c.quota.clone();
+        let peer = c.peer.clone();
+        let invalid = |m: String| WireError::new(ErrorCode::Invalid, m);
+        if self.in_process {
+            return Err(WireError::new(
+                ErrorCode::Unsupported,
+                "in-process mode controls the caller's own threads: run pacer daemon to attach to a process",
+            ));
+        }
+        if spec.names.len() > MAX_NAMES || spec.names.iter().any(|n| n.is_empty() || n.len() > 64) {
+            return Err(invalid(format!(
+                "names: at most {MAX_NAMES} thread names of 1 to 64 bytes"
+            )));
+        }
+        if let Some(p) = spec.period_ns {
+            if p == 0 || p > DEFAULT_PERIOD_MAX.0 {
+                return Err(invalid(format!(
+                    "period {p} ns is not in 1..={} ns (the kernel's longest SCHED_DEADLINE period)",
+                    DEFAULT_PERIOD_MAX.0
+                )));
+            }
+            if p < quota.min_period_ns {
+                return Err(WireError::new(
+                    ErrorCode::Quota,
+                    format!(
+                        "period {p} ns is shorter than the minimum of {} ns for uid {} (limits from {})",
+                        quota.min_period_ns, peer.uid, quota.source
+                    ),
+                ));
+            }
+        }
+        let ceiling = spec.max_bandwidth.unwrap_or(quota.thread_bandwidth);
+        if !(ceiling.is_finite() && ceiling > 0.0 && ceiling <= 1.0) {
+            return Err(invalid(format!("max_bandwidth {ceiling} is not in (0, 1]")));
+        }
+        let open = self.sessions.values().filter(|s| s.uid == peer.uid).count();
+        if let Some(max) = quota.sessions {
+            if open as u64 >= u64::from(max) {
+                return Err(WireError::new(
+                    ErrorCode::Quota,
+                    format!(
+                        "uid {} has {open} session(s) open; the limit is {max} (limits from {})",
+                        peer.uid, quota.source
+                    ),
+                ));
+            }
+        }
+        crate::peer::may_attach(spec.pid, &peer, quota.same_uid)?;
+        let pidfd = control::open_process(spec.pid)
+            .map_err(|e| WireError::new(ErrorCode::NoSuchThread, e.to_string()))?;
+        // Wake-up tracing needs tracefs; say so now rather than in every thread's status.
+        if spec.period_ns.is_none() {
+            pacer_linux::trace::tracefs_root()
+                .map_err(|e| WireError::new(ErrorCode::Unsupported, format!("cannot trace wake-ups: {e}")))?;
+        }
+        let ctl = LegacyController::new(LegacyConfig {
+            max_bandwidth: ceiling,
+            bound: self.cfg.bound,
+            ..LegacyConfig::default()
+        })
+        .and_then(|c| c.with_pool(&self.pool))
+        .map_err(|e| invalid(e.to_string()))?;
+        let now = self.kernel.now();
+        let id = self.next_session;
+        self.next_session = self.next_session.wrapping_add(1).max(1);
+        self.sessions.insert(
+            id,
+            Session {
+                conn,
+                pid: peer.pid,
+                uid: peer.uid,
+                tids: Vec::new(),
+                period_ns: spec.period_ns.unwrap_or(0),
+                kind: ControllerKind::Legacy,
+                ceiling,
+                ctl: Ctl::Legacy(Box::new(ctl)),
+                created_ns: now,
+                last_activity_ns: now,
+                idle: false,
+                cpu_at_create: BTreeMap::new(),
+                hints: 0,
+                jobs: 0,
+                watch: Some(Watch {
+                    pidfd,
+                    names: spec.names,
+                    follow_new: spec.follow_new,
+                    known_period: spec.period_ns,
+                    seen: BTreeMap::new(),
+                    first: true,
+                    exited: 0,
+                }),
+            },
+        );
+        self.conns.get_mut(&conn).expect("checked").sessions.insert(id);
+        self.watch_threads(id);
+        let s = self.sessions.get_mut(&id).expect("inserted");
+        s.ctl.as_controller().tick(&mut self.kernel);
+        let threads = s
+            .tids
+            .iter()
+            .map(|&tid| ThreadGrant {
+                tid,
+                budget_ns: s.ctl.budget(tid),
+                period_ns: s.period_ns,
+            })
+            .collect();
+        Ok(Reply::Created { session: id, threads })
+    }
+
+    /// A legacy session's thread discovery: takes new threads (name filter, policy, quota),
+    /// forgets exited ones, and leaves alone those that changed their own policy.
+    fn watch_threads(&mut self, id: u32) {
+        let Service {
+            sessions,
+            kernel,
+            guardian,
+            conns,
+            ..
+        } = self;
+        let held_by = |uid: u32, sessions: &BTreeMap<u32, Session>| {
+            sessions
+                .values()
+                .filter(|s| s.uid == uid)
+                .map(Session::charge)
+                .sum::<f64>()
+        };
+        let Some(s) = sessions.get(&id) else { return };
+        let (uid, ceiling) = (s.uid, s.ceiling);
+        let quota = conns.get(&s.conn).map(|c| c.quota.clone());
+        let mut held = held_by(uid, sessions);
+        let s = sessions.get_mut(&id).expect("present");
+        let (Some(w), Ctl::Legacy(ctl)) = (s.watch.as_mut(), &mut s.ctl) else {
+            return;
+        };
+        let Ok(now) = w.pidfd.threads() else { return };
+        let pid = w.pidfd.pid();
+        let gone: Vec<Tid> = w.seen.keys().filter(|t| !now.contains(t)).copied().collect();
+        for tid in gone {
+            if let Some((_, None)) = w.seen.remove(&tid) {
+                w.exited += 1;
+                // Exited: nothing to restore, the kernel released its bandwidth.
+                let _ = ctl.remove_thread(kernel, tid);
+                if let Some(g) = guardian.as_mut() {
+                    g.untrack(tid);
+                }
+                kernel.unregister(tid);
+                s.tids.retain(|t| *t != tid);
+            }
+        }
+        // Threads that chose their own scheduling are released to it and left alone.
+        let foreign: Vec<(Tid, String)> = kernel
+            .procs
+            .get_mut(&pid)
+            .map(|k| k.take_foreign_changes())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, a)| (t, describe_attr(&a)))
+            .collect();
+        for (tid, what) in foreign {
+            let _ = ctl.remove_thread(kernel, tid);
+            if let Some(g) = guardian.as_mut() {
+                g.untrack(tid);
+            }
+            kernel.unregister(tid);
+            s.tids.retain(|t| *t != tid);
+            if let Some(e) = w.seen.get_mut(&tid) {
+                e.1 = Some(format!(
+                    "changed its own policy to {what}: released and left alone"
+                ));
+            }
+        }
+        let first = std::mem::replace(&mut w.first, false);
+        for tid in now {
+            let name = w.pidfd.comm(tid).unwrap_or_default();
+            let renamed = match w.seen.get(&tid) {
+                None => false,
+                Some((old, skip)) if control::skipped_for_name(skip.as_deref()) && *old != name => true,
+                Some(_) => continue,
+            };
+            let skip = if !first && !w.follow_new && !renamed {
+                Some("appeared after the start (follow_new off)".to_string())
+            } else if quota
+                .as_ref()
+                .and_then(|q| q.bandwidth)
+                .is_some_and(|max| held + ceiling > max + 1e-9)
+            {
+                let q = quota.as_ref().expect("checked");
+                Some(format!(
+                    "over the quota: {held:.3} CPU held by uid {uid} + {ceiling:.3} per thread > {:.3} CPU (limits from {})",
+                    q.bandwidth.unwrap_or(0.0),
+                    q.source
+                ))
+            } else if kernel.handles.contains_key(&tid) {
+                Some("already in another session".to_string())
+            } else {
+                match control::takeable(tid, &name, &w.names).and_then(|st| {
+                    ThreadHandle::open_in(pid, tid)
+                        .map(|h| (h, st))
+                        .map_err(|e| e.message)
+                }) {
+                    Err(why) => Some(why),
+                    Ok((h, original)) => {
+                        let opts = ThreadOptions {
+                            known_period: w.known_period,
+                            ..ThreadOptions::default()
+                        };
+                        match ctl.add_thread(tid, opts) {
+                            Err(e) => Some(e.to_string()),
+                            Ok(()) => {
+                                if let Some(g) = guardian.as_mut() {
+                                    g.track(pid, tid, &original);
+                                }
+                                kernel.register(h, original);
+                                s.tids.push(tid);
+                                held += ceiling;
+                                None
+                            }
+                        }
+                    }
+                }
+            };
+            w.seen.insert(tid, (name, skip));
+        }
+    }
+
+    /// The `pacer exec` view of a legacy session (the same document `pacer exec --json` prints).
+    fn exec_status(&self, s: &Session) -> Option<control::SessionStatus> {
+        let (Some(w), Ctl::Legacy(ctl)) = (s.watch.as_ref(), &s.ctl) else {
+            return None;
+        };
+        let pid = w.pidfd.pid();
+        let mut by_tid: BTreeMap<Tid, _> = ctl.status().into_iter().map(|c| (c.tid, c)).collect();
+        let threads = w
+            .seen
+            .iter()
+            .map(|(&tid, (name, skipped))| ThreadView {
+                tid,
+                name: w.pidfd.comm(tid).unwrap_or_else(|_| name.clone()),
+                skipped: skipped.clone(),
+                control: by_tid.remove(&tid),
+                context_switches: None,
+                migrations: None,
+            })
+            .collect();
+        let reserved_bandwidth = ctl
+            .status()
+            .iter()
+            .filter(|c| c.phase != Phase::Gone)
+            .filter_map(|c| c.reserved_bandwidth)
+            .sum::<f64>()
+            + 0.0;
+        Some(control::SessionStatus {
+            pid,
+            elapsed_ns: self.kernel.now().saturating_sub(s.created_ns),
+            reserved_bandwidth,
+            bound: self.pool.supervisor(&self.kernel).effective_bound(),
+            allocation: ctl.allocation_status(),
+            lost_wakeups: self.kernel.procs.get(&pid).map_or(0, |k| k.lost_wakeups()),
+            exited_threads: w.exited,
+            threads,
+        })
     }
 
     fn close_session(&mut self, id: u32) {
@@ -845,19 +1166,30 @@ impl Service {
         // Threads that exited leave their session; a session with none left closes.
         let ids: Vec<u32> = self.sessions.keys().copied().collect();
         for id in ids {
-            let dead: Vec<Tid> = self.sessions[&id]
-                .tids
-                .iter()
-                .copied()
-                .filter(|t| !self.kernel.alive(*t))
-                .collect();
-            if !dead.is_empty() && dead.len() == self.sessions[&id].tids.len() {
-                self.close_session(id);
-                continue;
+            if let Some(w) = self.sessions[&id].watch.as_ref() {
+                // A legacy session lives as long as its process.
+                if !w.pidfd.is_alive().unwrap_or(false) {
+                    self.close_session(id);
+                    continue;
+                }
+                self.watch_threads(id);
+            } else {
+                let dead: Vec<Tid> = self.sessions[&id]
+                    .tids
+                    .iter()
+                    .copied()
+                    .filter(|t| !self.kernel.alive(*t))
+                    .collect();
+                if !dead.is_empty() && dead.len() == self.sessions[&id].tids.len() {
+                    self.close_session(id);
+                    continue;
+                }
             }
             let idle_ns = self.cfg.idle_timeout.0;
             let s = self.sessions.get_mut(&id).expect("listed");
-            if idle_ns > 0 && !s.idle && now.saturating_sub(s.last_activity_ns) > idle_ns {
+            // A legacy session's client only watches (its program does not talk to the daemon).
+            let watched = s.watch.is_some();
+            if idle_ns > 0 && !watched && !s.idle && now.saturating_sub(s.last_activity_ns) > idle_ns {
                 // Silent too long: give the threads back; the next message takes them again.
                 s.idle = true;
                 for (tid, r) in s.ctl.release(&mut self.kernel) {
@@ -967,17 +1299,20 @@ impl Service {
             let mut threads = Vec::new();
             for &tid in &s.tids {
                 let budget = s.ctl.budget(tid);
-                if let Some(q) = budget {
-                    reserved += q as f64 / s.period_ns as f64;
-                }
+                let bandwidth = s.ctl.reserved_bandwidth(tid, s.period_ns);
+                reserved += bandwidth.unwrap_or(0.0);
                 let used = self.kernel.cpu_time(tid).ok().map(|c| {
                     let base = s.cpu_at_create.get(&tid).copied().unwrap_or(0);
                     c.saturating_sub(base) as f64 / now.saturating_sub(s.created_ns).max(1) as f64
                 });
                 threads.push(ThreadStatus {
                     tid,
+                    period_ns: s
+                        .ctl
+                        .thread_period(tid)
+                        .or((s.period_ns > 0).then_some(s.period_ns)),
                     budget_ns: budget,
-                    reserved_bandwidth: budget.map(|q| q as f64 / s.period_ns as f64),
+                    reserved_bandwidth: bandwidth,
                     used_bandwidth: used,
                 });
             }
@@ -997,6 +1332,7 @@ impl Service {
                 jobs: s.jobs,
                 threads,
                 controller_status: s.ctl.status_json(),
+                exec: self.exec_status(s),
             });
         }
         let mut users: BTreeMap<u32, UserStatus> = BTreeMap::new();
@@ -1093,11 +1429,17 @@ pub struct SessionStatus {
     pub threads: Vec<ThreadStatus>,
     /// The controller's own per-thread view (requested budget, estimate, overruns, refusals).
     pub controller_status: serde_json::Value,
+    /// A legacy session ([`Request::Attach`]): the process and every thread seen, as `pacer
+    /// exec --json` shows them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec: Option<control::SessionStatus>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ThreadStatus {
     pub tid: Tid,
+    /// The reservation's period: the session's, or a legacy thread's detected one.
+    pub period_ns: Option<u64>,
     pub budget_ns: Option<u64>,
     pub reserved_bandwidth: Option<f64>,
     /// CPU time / wall time since the session was created.

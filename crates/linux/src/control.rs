@@ -136,11 +136,44 @@ pub fn open_process(pid: Tid) -> Result<Pidfd, ControlError> {
 }
 
 fn thread_group_of(tid: Tid) -> Option<Tid> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    crate::procfs::status_field(tid, "Tgid")
+}
+
+/// Whether a session may take thread `tid` named `name`: its scheduling state if so, else why
+/// it is left alone. Taken: threads under SCHED_OTHER or SCHED_IDLE selected by `names` (all
+/// when empty), allowed on every CPU this process may use (the kernel admits a reservation only
+/// for a thread allowed on its whole root domain).
+pub fn takeable(tid: Tid, name: &str, names: &[String]) -> Result<ThreadSched, String> {
+    if !names.is_empty() && !names.iter().any(|n| n == name) {
+        return Err(NAME_NOT_SELECTED.into());
+    }
+    let state = ThreadSched::read(tid).map_err(|e| format!("cannot read its scheduling state: {e}"))?;
+    match state.policy() {
+        Ok(Policy::Other { .. } | Policy::Idle) => {}
+        Ok(other) => return Err(format!("already {}: left alone", policy_name(&other))),
+        Err(_) => {
+            return Err(format!(
+                "under {}: not a policy pacer replaces",
+                kernel_policy_name(state.attr.sched_policy)
+            ))
+        }
+    }
+    if let Ok(ours) = sched::get_affinity(0) {
+        if !ours.iter().all(|c| state.affinity.contains(c)) {
+            return Err(format!(
+                "pinned to CPUs {}: SCHED_DEADLINE needs every CPU of the root domain ({})",
+                crate::sys::format_cpu_list(&state.affinity),
+                crate::sys::format_cpu_list(&ours)
+            ));
+        }
+    }
+    Ok(state)
+}
+
+/// Whether a skip reason is the name filter's: such a thread is offered again when it renames
+/// itself (exec renames the main thread, and threads are often named just after they start).
+pub fn skipped_for_name(reason: Option<&str>) -> bool {
+    reason == Some(NAME_NOT_SELECTED)
 }
 
 /// What the session does with a process's threads.
@@ -167,7 +200,7 @@ impl Default for SessionConfig {
 }
 
 /// One thread of the process as the status view shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ThreadView {
     pub tid: Tid,
     pub name: String,
@@ -186,7 +219,7 @@ pub struct ThreadView {
 }
 
 /// A snapshot of the session.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SessionStatus {
     pub pid: Tid,
     /// Time since the session started, ns.
@@ -205,7 +238,7 @@ pub struct SessionStatus {
 }
 
 /// What giving the threads back did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct ReleaseReport {
     /// Threads whose original policy was restored.
     pub restored: Vec<Tid>,
@@ -367,7 +400,7 @@ impl Session {
             if let Some(s) = self.seen.get(&tid) {
                 // A thread is often named after it starts (exec of the program, or
                 // pthread_setname_np after pthread_create): a name skipped once is checked again.
-                if s.skipped.as_deref() == Some(NAME_NOT_SELECTED) {
+                if skipped_for_name(s.skipped.as_deref()) {
                     let name = self.pidfd.comm(tid).unwrap_or_default();
                     if name != s.name {
                         let r = self.take(tid, &name);
@@ -395,34 +428,10 @@ impl Session {
     /// Puts a thread under control; `Some(reason)` if it is left alone. A thread skipped for its
     /// name ([`NAME_NOT_SELECTED`]) is offered again when its name changes.
     fn take(&mut self, tid: Tid, name: &str) -> Option<String> {
-        if !self.cfg.names.is_empty() && !self.cfg.names.iter().any(|n| n == name) {
-            return Some(NAME_NOT_SELECTED.into());
-        }
-        let state = match ThreadSched::read(tid) {
+        let state = match takeable(tid, name, &self.cfg.names) {
             Ok(s) => s,
-            Err(e) => return Some(format!("cannot read its scheduling state: {e}")),
+            Err(why) => return Some(why),
         };
-        match state.policy() {
-            Ok(Policy::Other { .. } | Policy::Idle) => {}
-            Ok(other) => return Some(format!("already {}: left alone", policy_name(&other))),
-            Err(_) => {
-                return Some(format!(
-                    "under {}: not a policy pacer replaces",
-                    kernel_policy_name(state.attr.sched_policy)
-                ))
-            }
-        }
-        // The kernel admits a reservation only for a thread allowed on every CPU of its root
-        // domain (EPERM otherwise); pacer's own CPUs stand for that domain.
-        if let Ok(ours) = sched::get_affinity(0) {
-            if !ours.iter().all(|c| state.affinity.contains(c)) {
-                return Some(format!(
-                    "pinned to CPUs {}: SCHED_DEADLINE needs every CPU of the root domain ({})",
-                    crate::sys::format_cpu_list(&state.affinity),
-                    crate::sys::format_cpu_list(&ours)
-                ));
-            }
-        }
         let opts = ThreadOptions {
             known_period: self.cfg.known_period,
             ..ThreadOptions::default()

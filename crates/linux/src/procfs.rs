@@ -220,6 +220,20 @@ pub fn process_alive(pid: Tid, start: Option<u64>) -> bool {
 const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Whether `pid` is a kernel thread (`None` when it does not exist).
+/// A numeric field of `/proc/TID/status` (`Tgid`, `PPid`, …).
+pub fn status_field(tid: Tid, field: &str) -> Option<Tid> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The parent process of `pid`.
+pub fn parent_of(pid: Tid) -> Option<Tid> {
+    status_field(pid, "PPid")
+}
+
 pub fn is_kernel_thread(pid: Tid) -> Option<bool> {
     let flags: u64 = stat_fields(pid)?.get(6)?.parse().ok()?;
     Some(flags & PF_KTHREAD != 0)

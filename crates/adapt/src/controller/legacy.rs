@@ -154,7 +154,7 @@ impl LegacyConfig {
 pub type Detector = Box<dyn Fn(&[u64]) -> PeriodEstimate + Send>;
 
 /// Which records of a thread's wake-up trace a period analysis ran on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WakeupSource {
     /// The expiries of the timers the thread set ([`Origin::TimerSet`](crate::kernel::Origin::TimerSet)).
@@ -219,7 +219,7 @@ pub fn detect_marked(
 
 /// Where a thread is in the LFS++ pipeline (as a status view shows it; the controller's own
 /// state carries each phase's data).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Added, not yet seen by a tick.
@@ -236,7 +236,7 @@ pub enum Phase {
 }
 
 /// What a status view shows for one thread of the [`LegacyController`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct LegacyThreadStatus {
     pub tid: Tid,
     pub phase: Phase,

@@ -8,6 +8,8 @@
  *   periodic quota PERIOD_MS BW          ask for a per-thread ceiling BW; print the refusal
  *   periodic boost DURATION_MS           boost a worker thread of its own; print its nice value
  *                                        during the boost and after it blocked
+ *   periodic legacy PERIOD_MS SECONDS    an unmodified program: 0.8 ms jobs every period on an
+ *                                        absolute grid, no pacer call (for `pacer exec --daemon`)
  *
  * Prints key=value lines; exits 0 when what it checks held.
  */
@@ -96,6 +98,17 @@ int main(int argc, char **argv) {
     }
     const char *mode = argv[1];
     int64_t period_ns = atoll(argv[2]) * 1000000LL;
+    if (strcmp(mode, "legacy") == 0) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        int64_t end = now_ns(CLOCK_MONOTONIC) + (argc > 3 ? atoll(argv[3]) : 5) * 1000000000LL;
+        while (now_ns(CLOCK_MONOTONIC) < end) {
+            work(2);
+            next_period(&t, period_ns);
+        }
+        printf("policy=%u\n", my_attr().sched_policy);
+        return 0;
+    }
     pacer_client *c = pacer_connect(NULL);
     if (!c)
         return fail("connect");
