@@ -198,7 +198,10 @@ mod tests {
         };
         if uid != 0 {
             assert!(may_attach(child.id(), &parent, false).is_ok());
-            let cousin = Peer { pid: 1, ..parent.clone() };
+            let cousin = Peer {
+                pid: 1,
+                ..parent.clone()
+            };
             let e = may_attach(child.id(), &cousin, false).unwrap_err();
             assert_eq!(e.code, ErrorCode::NotYours, "{e}");
             assert!(e.message.contains("not a child"), "{e}");
