@@ -70,6 +70,11 @@ fn wait_reserved(rx: &Receiver<Value>, expect: &[(&str, u64)], timeout: Duration
         let Ok(v) = rx.recv_timeout(Duration::from_millis(500)) else {
             continue;
         };
+        if v["type"] == "notice" {
+            // E.g. a helper thread of `pacer run` that set its own policy after pacer took it.
+            eprintln!("pacer exec: {v}");
+            continue;
+        }
         if v["type"] != "status" {
             panic!("pacer exec ended early: {v}");
         }

@@ -698,20 +698,8 @@ impl Service {
                 spec.period_ns
             )));
         }
+        self.check_session_count(&peer, &quota)?;
         let mine: Vec<&Session> = self.sessions.values().filter(|s| s.uid == peer.uid).collect();
-        if let Some(max) = quota.sessions {
-            if mine.len() as u64 >= u64::from(max) {
-                return Err(WireError::new(
-                    ErrorCode::Quota,
-                    format!(
-                        "uid {} has {} session(s) open; the limit is {max} (limits from {})",
-                        peer.uid,
-                        mine.len(),
-                        quota.source
-                    ),
-                ));
-            }
-        }
         let charge = ceiling * spec.tids.len() as f64;
         if let Some(max) = quota.bandwidth {
             let held = mine.iter().fold(0.0, |a, s| a + s.charge());
@@ -833,6 +821,21 @@ impl Service {
         Ok(Reply::Created { session: id, threads })
     }
 
+    /// The user's limit on open sessions.
+    fn check_session_count(&self, peer: &Peer, quota: &Quota) -> Result<(), WireError> {
+        let open = self.sessions.values().filter(|s| s.uid == peer.uid).count();
+        match quota.sessions {
+            Some(max) if open as u64 >= u64::from(max) => Err(WireError::new(
+                ErrorCode::Quota,
+                format!(
+                    "uid {} has {open} session(s) open; the limit is {max} (limits from {})",
+                    peer.uid, quota.source
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// LFS++ on a whole process (`pacer exec --daemon`): checked like a session, then its
     /// threads are taken as they are discovered, each counted against the user's quota.
     fn attach(&mut self, conn: ConnId, spec: AttachSpec) -> Result<Reply, WireError> {
@@ -872,18 +875,7 @@ impl Service {
         if !(ceiling.is_finite() && ceiling > 0.0 && ceiling <= 1.0) {
             return Err(invalid(format!("max_bandwidth {ceiling} is not in (0, 1]")));
         }
-        let open = self.sessions.values().filter(|s| s.uid == peer.uid).count();
-        if let Some(max) = quota.sessions {
-            if open as u64 >= u64::from(max) {
-                return Err(WireError::new(
-                    ErrorCode::Quota,
-                    format!(
-                        "uid {} has {open} session(s) open; the limit is {max} (limits from {})",
-                        peer.uid, quota.source
-                    ),
-                ));
-            }
-        }
+        self.check_session_count(&peer, &quota)?;
         crate::peer::may_attach(spec.pid, &peer, quota.same_uid)?;
         let pidfd = control::open_process(spec.pid)
             .map_err(|e| WireError::new(ErrorCode::NoSuchThread, e.to_string()))?;
@@ -986,15 +978,37 @@ impl Service {
                 s.tids.retain(|t| *t != tid);
             }
         }
-        // Threads that chose their own scheduling are released to it and left alone.
-        let foreign: Vec<(Tid, String)> = kernel
+        // A thread that set its own policy after it was taken, before any change: that is its
+        // original state (see `LinuxKernel::changed_before_applied`).
+        let fresh = kernel
             .procs
-            .get_mut(&pid)
-            .map(|k| k.take_foreign_changes())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(t, a)| (t, describe_attr(&a)))
-            .collect();
+            .get(&pid)
+            .map(|k| k.changed_before_applied())
+            .unwrap_or_default();
+        let mut foreign: Vec<(Tid, String)> = Vec::new();
+        for (tid, now) in fresh {
+            if !matches!(now.policy(), Ok(Policy::Other { .. } | Policy::Idle)) {
+                foreign.push((tid, describe_attr(&now.attr)));
+                continue;
+            }
+            if let Some(g) = guardian.as_mut() {
+                g.untrack(tid);
+                g.track(pid, tid, &now);
+            }
+            if let Some(k) = kernel.procs.get_mut(&pid) {
+                k.remember_original(tid, now);
+            }
+        }
+        // Threads that chose their own scheduling are released to it and left alone.
+        foreign.extend(
+            kernel
+                .procs
+                .get_mut(&pid)
+                .map(|k| k.take_foreign_changes())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, a)| (t, describe_attr(&a))),
+        );
         for (tid, what) in foreign {
             let _ = ctl.remove_thread(kernel, tid);
             if let Some(g) = guardian.as_mut() {

@@ -483,6 +483,32 @@ impl Session {
         ));
     }
 
+    /// Threads that set their own policy after pacer took them but before pacer changed them:
+    /// their new state is their original (guardian and ledger told), unless it is one pacer does
+    /// not replace, which makes them threads that chose their own policy.
+    fn refresh_originals(&mut self) {
+        let pid = self.pidfd.pid();
+        let mut changed = false;
+        for (tid, now) in self.kernel.changed_before_applied() {
+            if !matches!(now.policy(), Ok(Policy::Other { .. } | Policy::Idle)) {
+                self.leave_alone(tid, now.attr);
+                continue;
+            }
+            if let Some(g) = self.guardian.as_mut() {
+                g.untrack(tid);
+                g.track(pid, tid, &now);
+            }
+            if let Some(e) = self.ledger.as_mut().and_then(|l| l.entries.get_mut(&tid)) {
+                e.original = now.clone();
+                changed = true;
+            }
+            self.kernel.remember_original(tid, now);
+        }
+        if changed {
+            self.write_ledger();
+        }
+    }
+
     /// Starts a new guardian if the current one died, or makes the session fatal.
     fn check_guardian(&mut self) {
         let Some(problem) = self.guardian.as_mut().and_then(|g| g.broken()) else {
@@ -529,6 +555,7 @@ impl Session {
         if self.fatal.is_some() {
             return;
         }
+        self.refresh_originals();
         for (tid, now) in self.kernel.take_foreign_changes() {
             self.leave_alone(tid, now);
         }

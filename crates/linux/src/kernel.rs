@@ -94,6 +94,23 @@ impl LinuxKernel {
         out
     }
 
+    /// Threads pacer took but has not changed yet whose scheduling state is no longer the
+    /// snapshot taken when they were taken, with their state now. Many programs set a new
+    /// thread's policy or nice value right after creating it; pacer may take the thread in
+    /// between. That is the thread's starting state, not a change made against pacer: the caller
+    /// refreshes the snapshot ([`LinuxKernel::remember_original`], and its guardian's copy) when
+    /// the thread is still under a policy pacer takes, and leaves it alone otherwise.
+    pub fn changed_before_applied(&self) -> Vec<(Tid, ThreadSched)> {
+        self.originals
+            .iter()
+            .filter(|(t, _)| !self.applied.contains_key(t) && !self.foreign.contains_key(t))
+            .filter_map(|(&t, o)| {
+                let now = ThreadSched::read(t).ok()?;
+                (!same_setting(&now.attr, &o.attr)).then_some((t, now))
+            })
+            .collect()
+    }
+
     /// What `tid` chose, if it changed its own policy while controlled.
     pub fn foreign_state(&self, tid: Tid) -> Option<SchedAttr> {
         self.foreign.get(&tid).copied()
@@ -218,7 +235,11 @@ impl Kernel for LinuxKernel {
         }
         if leaving {
             if let Some(orig) = self.originals.get(&t) {
-                if orig.policy().ok() == Some(p) {
+                // Leaving a reservation is giving the thread back (the controllers set nothing
+                // else): to its original, every field, even when the controller saved its
+                // policy before the thread set its own at its start (changed_before_applied).
+                let fair = |x: &Policy| matches!(x, Policy::Other { .. } | Policy::Idle);
+                if orig.policy().is_ok_and(|o| o == p || (fair(&o) && fair(&p))) {
                     // Back to what it had: every field, not just the policy.
                     sched::restore(t, orig).map_err(KernelError::from)?;
                     self.applied.remove(&t);

@@ -80,3 +80,56 @@ fn real_kernel_period_detection() {
     let err = (period_ns as f64 - 16e6).abs() / 16e6;
     assert!(err < 0.01, "detected {period_ns} ns for a 16 ms program");
 }
+
+/// A thread that sets its own scheduling after pacer took it but before pacer changed anything
+/// (a program setting a new thread's nice value or policy at its start) is reported by
+/// `changed_before_applied`; once its snapshot is refreshed, a reservation is not mistaken for
+/// a conflict, and giving it back restores what the thread chose.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn a_thread_setting_its_own_policy_before_pacer_changed_it_keeps_being_controlled() {
+    use pacer_linux::sched::{self, ThreadSched};
+    use pacer_model::{Duration as D, Policy, Reservation};
+    require(Need::Root);
+    require(Need::SchedDeadline);
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        tid_tx.send(gettid()).unwrap();
+        go_rx.recv().unwrap();
+        // What `pacer run`'s threads do at their start.
+        sched::set_policy(0, Policy::Other { nice: 3 }, true).unwrap();
+        done_tx.send(()).unwrap();
+        let _ = stop_rx.recv();
+    });
+    let tid = tid_rx.recv().unwrap();
+    let mut k = LinuxKernel::for_process(std::process::id());
+    k.remember_original(tid, ThreadSched::read(tid).unwrap());
+    assert!(k.changed_before_applied().is_empty());
+    go_tx.send(()).unwrap();
+    done_rx.recv().unwrap();
+    let changed = k.changed_before_applied();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    let (t, now) = changed.into_iter().next().unwrap();
+    assert_eq!(t, tid);
+    assert_eq!(now.policy().unwrap(), Policy::Other { nice: 3 });
+    k.remember_original(tid, now);
+    let r = Reservation::new(D::from_us(500), D::from_ms(10), D::from_ms(10));
+    k.set_policy(tid, Policy::Deadline(r))
+        .expect("reserved, not left alone");
+    assert!(k.take_foreign_changes().is_empty());
+    k.set_policy(tid, Policy::Other { nice: 0 }).unwrap();
+    let back = ThreadSched::read(tid).unwrap();
+    assert_eq!(
+        back.policy().unwrap(),
+        Policy::Other { nice: 3 },
+        "the thread's own choice"
+    );
+    stop_tx.send(()).unwrap();
+    h.join().unwrap();
+}

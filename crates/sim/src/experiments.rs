@@ -185,6 +185,25 @@ pub fn period_workload(period_ns: u64, load: f64, rng: &mut ChaCha8Rng) -> Vec<T
     threads
 }
 
+/// The program of [`period_workload`] and its load on one CPU, seeded, run for [`WARMUP_NS`].
+fn warmed_up(period_ns: u64, load: f64, seed: u64) -> Sim {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let threads = period_workload(period_ns, load, &mut rng);
+    let mut sc = SimConfig::new(1);
+    sc.seed = seed;
+    let mut sim = Sim::new(
+        Workload {
+            threads,
+            duration: None,
+            ignored: vec![],
+        },
+        sc,
+    )
+    .expect("valid experiment workload");
+    sim.run_until(WARMUP_NS, &mut Nothing);
+    sim
+}
+
 /// Runs one trial: a program with period `period_ns` (three wake-ups per job: the timer and two
 /// I/O completions; and the timer it sets at the end of each job) on one CPU next to SCHED_FIFO load of total utilisation `load` (four tasks,
 /// UUniFast-like split, periods 5–50 ms), traced for `window_ns` after 0.5 s of warm-up; the
@@ -199,21 +218,8 @@ pub fn period_trial(
     seed: u64,
     cfg: &PeriodConfig,
 ) -> PeriodTrial {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let threads = period_workload(period_ns, load, &mut rng);
-    let mut sc = SimConfig::new(1);
-    sc.seed = seed;
-    let mut sim = Sim::new(
-        Workload {
-            threads,
-            duration: None,
-            ignored: vec![],
-        },
-        sc,
-    )
-    .expect("valid experiment workload");
+    let mut sim = warmed_up(period_ns, load, seed);
     let warmup = WARMUP_NS;
-    sim.run_until(warmup, &mut Nothing);
     let mut k = sim.kernel();
     pacer_adapt::Kernel::trace_wakeups(&mut k, 0, true).expect("thread 0 exists");
     sim.run_until(warmup + window_ns, &mut Nothing);
@@ -381,20 +387,7 @@ pub fn closed_loop_trial(
     seed: u64,
     cfg: &LegacyConfig,
 ) -> ClosedLoopTrial {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let threads = period_workload(period_ns, load, &mut rng);
-    let mut sc = SimConfig::new(1);
-    sc.seed = seed;
-    let mut sim = Sim::new(
-        Workload {
-            threads,
-            duration: None,
-            ignored: vec![],
-        },
-        sc,
-    )
-    .expect("valid experiment workload");
-    sim.run_until(WARMUP_NS, &mut Nothing);
+    let mut sim = warmed_up(period_ns, load, seed);
     let mut lc = LegacyController::new(cfg.clone()).expect("valid controller configuration");
     lc.add_thread(0, ThreadOptions::default())
         .expect("thread 0 exists");
@@ -621,23 +614,13 @@ mod tests {
     /// demoted: see docs/linux.md on re-entering SCHED_DEADLINE), and analysed every window.
     #[test]
     fn a_probe_without_a_period_keeps_the_thread_reserved_at_the_probe_period() {
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let threads = period_workload(10_000_000, 0.85, &mut rng);
-        let mut sim = Sim::new(
-            Workload {
-                threads,
-                duration: None,
-                ignored: vec![],
-            },
-            SimConfig::new(1),
-        )
-        .unwrap();
-        sim.run_until(WARMUP_NS, &mut Nothing);
-        // An analyser that sees a pattern but is never sure of it.
+        let mut sim = warmed_up(10_000_000, 0.85, 3);
+        // An analyser that sees a pattern but is never sure enough of it to adopt it (sure enough
+        // to probe: PROBE_MIN_CONFIDENCE).
         let unsure = |_: &[u64]| PeriodEstimate::Periodic {
             period_ns: 10_000_000,
             freq_hz: 100.0,
-            confidence: 0.1,
+            confidence: 0.3,
             candidates: vec![],
         };
         let cfg = LegacyConfig::default();

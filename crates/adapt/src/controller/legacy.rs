@@ -72,6 +72,13 @@ pub struct LegacyConfig {
     pub probe_wait: Option<f64>,
 }
 
+/// A starved thread is probed when its window holds this many timer records (timer wake-ups
+/// and expiries set; one could be a timeout), or when the analyser saw its pattern with at
+/// least [`PROBE_MIN_CONFIDENCE`]: the evidence that it is a periodic program at all.
+pub const MIN_PROBE_TIMERS: usize = 2;
+/// See [`MIN_PROBE_TIMERS`].
+pub const PROBE_MIN_CONFIDENCE: f64 = 0.2;
+
 /// Default [`LegacyConfig::probe_wait`]: a thread that waited for a CPU 10 % of its first window.
 pub const DEFAULT_PROBE_WAIT: f64 = 0.1;
 /// Period of the probe reservation, ns: short, so that the budget arrives spread over any
@@ -890,16 +897,19 @@ fn note_run_delay(delays: &mut VecDeque<(u64, u64)>, k: &dyn Kernel, tid: Tid, c
 /// The share of the last window a detecting thread waited for a CPU, when that makes it a
 /// thread to probe rather than reserve at the period its trace suggests.
 ///
-/// Not probed: a thread with too few wake-ups or no periodic pattern at all (a batch or I/O
-/// thread: probing would reserve its whole demand), and a thread whose period came from timer
-/// expiries it set even when late (the cyclictest idiom: an absolute grid, already past, still
-/// set): those expiries are the grid however late the thread runs.
+/// Not probed: a thread with too few wake-ups, no periodic pattern at all, or no timer in its
+/// window (a batch, I/O or helper thread: probing would reserve it at the probe period for
+/// good if no period turned up, and the probe's judgement rests on the timers a periodic
+/// thread sets), and a thread whose period came from timer expiries it set even when late (the
+/// cyclictest idiom: an absolute grid, already past, still set): those expiries are the grid
+/// however late the thread runs.
 fn starved(state: &State, verdict: &Verdict, cfg: &LegacyConfig) -> Option<f64> {
     let threshold = cfg.probe_wait?;
     let State::Detecting { delays, .. } = state else {
         return None;
     };
-    if verdict.wakeups < MIN_TIMER_WAKEUPS || !verdict.periodic {
+    let evidence = verdict.timer_records >= MIN_PROBE_TIMERS || verdict.confidence >= PROBE_MIN_CONFIDENCE;
+    if verdict.wakeups < MIN_TIMER_WAKEUPS || !verdict.periodic || !evidence {
         return None;
     }
     if verdict.found.is_some() && verdict.source == WakeupSource::TimerExpiry && verdict.late_expiries {
@@ -1110,6 +1120,10 @@ struct Verdict {
     wakeups: usize,
     /// At least a quarter of the timer expiries the thread set were already past when set.
     late_expiries: bool,
+    /// Timer records in the window: wake-ups a timer raised, and expiries the thread set.
+    timer_records: usize,
+    /// The analyser's confidence in the pattern it saw (0 when it saw none).
+    confidence: f64,
 }
 
 /// Drains a traced thread's wake-ups into its window and, when an analysis is due, runs it.
@@ -1169,6 +1183,7 @@ fn follow_wakeups(
     let records = trace.wakeups.make_contiguous();
     let wakeups = records.iter().filter(|w| w.is_wakeup()).count();
     let (mut expiries, mut late) = (0usize, 0usize);
+    let timer_wakeups = records.iter().filter(|w| w.is_timer()).count();
     for w in records.iter() {
         if let Some(e) = w.expiry_ns() {
             expiries += 1;
@@ -1178,6 +1193,10 @@ fn follow_wakeups(
     let (est, source) = detect_marked(detector, records);
     trace.source = Some(source);
     let periodic = est.is_periodic();
+    let confidence = match &est {
+        PeriodEstimate::Periodic { confidence, .. } => *confidence,
+        PeriodEstimate::NotPeriodic { .. } => 0.0,
+    };
     let found = judge(trace, est, cfg, force);
     Some(Verdict {
         found,
@@ -1185,6 +1204,8 @@ fn follow_wakeups(
         periodic,
         wakeups,
         late_expiries: expiries > 0 && late * 4 >= expiries,
+        timer_records: timer_wakeups + expiries,
+        confidence,
     })
 }
 
