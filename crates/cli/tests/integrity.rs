@@ -29,8 +29,28 @@ fn total_bw() -> i64 {
 
 /// `total_bw` once the accounting has settled: a reservation of the previous test that ended
 /// moments ago is still counted until its 0-lag time.
+///
+/// Also waits (up to 10 s) for reservations left by earlier tests' programs to end, and names
+/// them: one that ends during this test would move `total_bw` by its bandwidth (seen in CI: a
+/// baseline 53 too high, a 1024 ns / 20 ms reservation, then "difference -53").
 fn baseline() -> i64 {
     let cpus: Vec<usize> = (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    let start = Instant::now();
+    let mut others = pacer_linux::audit::dl_threads();
+    while !others.is_empty() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+        others = pacer_linux::audit::dl_threads();
+    }
+    if !others.is_empty() || start.elapsed() > Duration::from_millis(100) {
+        eprintln!(
+            "baseline: waited {:?} for reservations of earlier programs; still reserved: {:?}",
+            start.elapsed(),
+            others
+                .iter()
+                .map(|t| format!("{} ({}) {}/{} ns", t.tid, t.name, t.runtime_ns, t.period_ns))
+                .collect::<Vec<_>>()
+        );
+    }
     pacer_linux::audit::wait_consistent(&cpus, 5_000_000_000);
     total_bw()
 }
