@@ -116,6 +116,12 @@ fn period(a: PeriodArgs) -> Result<()> {
     if a.trials == 0 {
         bail!("--trials: expected at least 1");
     }
+    if a.horizon > Duration::from_secs(3600) {
+        bail!(
+            "--horizon {}: expected a duration from 0s (no closed-loop table) to 3600s",
+            a.horizon
+        );
+    }
     if let Some(l) = a.loads.iter().find(|l| !(0.0..1.0).contains(*l)) {
         bail!("--loads: {l} is not a fraction of one CPU in [0, 1)");
     }

@@ -457,7 +457,8 @@ fn connect_daemon(a: &ControlArgs) -> Result<pacer::Client> {
         Some(p) => pacer::Client::connect_to(p),
         None => pacer::Client::connect(),
     };
-    c.context("pacer exec --daemon: connecting to pacer daemon (is it running? see docs/client.md)")
+    // The client's error already says where it looked and what to check.
+    c.context("--daemon")
 }
 
 /// A session `pacer daemon` runs ([`pacer_daemon::protocol::Request::Attach`]): this pacer only

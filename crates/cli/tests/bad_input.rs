@@ -322,6 +322,11 @@ fn numeric_options_name_the_flag_and_the_range() {
             vec!["gen", "-n", "3", "-u", "0.5", "--count", "1000000000"],
             "--count <COUNT>': 1000000000 is not in 1..=100000",
         ),
+        // The closed-loop table simulates trials × loads × horizon: bounded.
+        (
+            vec!["bench", "period", "--horizon", "7200s"],
+            "--horizon 7200s: expected a duration from 0s (no closed-loop table) to 3600s",
+        ),
         (
             vec!["bench", "exec", "--repeats", "0"],
             "--repeats <REPEATS>': 0 is not in 1..=1000",

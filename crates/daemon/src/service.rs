@@ -244,6 +244,35 @@ struct Session {
 }
 
 impl Session {
+    /// A session of `peer` with no thread yet.
+    fn new(
+        conn: ConnId,
+        peer: &Peer,
+        kind: ControllerKind,
+        ceiling: f64,
+        ctl: Ctl,
+        period_ns: u64,
+        now: u64,
+    ) -> Session {
+        Session {
+            conn,
+            pid: peer.pid,
+            uid: peer.uid,
+            tids: Vec::new(),
+            period_ns,
+            kind,
+            ceiling,
+            ctl,
+            created_ns: now,
+            last_activity_ns: now,
+            idle: false,
+            cpu_at_create: BTreeMap::new(),
+            hints: 0,
+            jobs: 0,
+            watch: None,
+        }
+    }
+
     fn charge(&self) -> f64 {
         self.ceiling * self.tids.len() as f64
     }
@@ -783,8 +812,6 @@ impl Service {
             self.kernel.register(h, original);
             cpu_at_create.insert(tid, self.kernel.cpu_time(tid).unwrap_or(0));
         }
-        let id = self.next_session;
-        self.next_session = self.next_session.wrapping_add(1).max(1);
         // The first reservation: the controller's starting budget (its ceiling until it has
         // measured a job), so the session is reserved before its first job.
         ctl.as_controller().tick(&mut self.kernel);
@@ -797,28 +824,22 @@ impl Service {
                 period_ns: spec.period_ns,
             })
             .collect();
-        self.sessions.insert(
-            id,
-            Session {
-                conn,
-                pid: peer.pid,
-                uid: peer.uid,
-                tids: spec.tids,
-                period_ns: spec.period_ns,
-                kind: spec.controller,
-                ceiling,
-                ctl,
-                created_ns: now,
-                last_activity_ns: now,
-                idle: false,
-                cpu_at_create,
-                hints: 0,
-                jobs: 0,
-                watch: None,
-            },
-        );
-        self.conns.get_mut(&conn).expect("checked").sessions.insert(id);
+        let mut session = Session::new(conn, &peer, spec.controller, ceiling, ctl, spec.period_ns, now);
+        session.tids = spec.tids;
+        session.cpu_at_create = cpu_at_create;
+        let id = self.insert_session(session);
         Ok(Reply::Created { session: id, threads })
+    }
+
+    /// Files a new session under a fresh id and its connection; the id.
+    fn insert_session(&mut self, s: Session) -> u32 {
+        let id = self.next_session;
+        self.next_session = self.next_session.wrapping_add(1).max(1);
+        if let Some(c) = self.conns.get_mut(&s.conn) {
+            c.sessions.insert(id);
+        }
+        self.sessions.insert(id, s);
+        id
     }
 
     /// The user's limit on open sessions.
@@ -892,37 +913,19 @@ impl Service {
         .and_then(|c| c.with_pool(&self.pool))
         .map_err(|e| invalid(e.to_string()))?;
         let now = self.kernel.now();
-        let id = self.next_session;
-        self.next_session = self.next_session.wrapping_add(1).max(1);
-        self.sessions.insert(
-            id,
-            Session {
-                conn,
-                pid: peer.pid,
-                uid: peer.uid,
-                tids: Vec::new(),
-                period_ns: spec.period_ns.unwrap_or(0),
-                kind: ControllerKind::Legacy,
-                ceiling,
-                ctl: Ctl::Legacy(Box::new(ctl)),
-                created_ns: now,
-                last_activity_ns: now,
-                idle: false,
-                cpu_at_create: BTreeMap::new(),
-                hints: 0,
-                jobs: 0,
-                watch: Some(Watch {
-                    pidfd,
-                    names: spec.names,
-                    follow_new: spec.follow_new,
-                    known_period: spec.period_ns,
-                    seen: BTreeMap::new(),
-                    first: true,
-                    exited: 0,
-                }),
-            },
-        );
-        self.conns.get_mut(&conn).expect("checked").sessions.insert(id);
+        let ctl = Ctl::Legacy(Box::new(ctl));
+        let period = spec.period_ns.unwrap_or(0);
+        let mut session = Session::new(conn, &peer, ControllerKind::Legacy, ceiling, ctl, period, now);
+        session.watch = Some(Watch {
+            pidfd,
+            names: spec.names,
+            follow_new: spec.follow_new,
+            known_period: spec.period_ns,
+            seen: BTreeMap::new(),
+            first: true,
+            exited: 0,
+        });
+        let id = self.insert_session(session);
         self.watch_threads(id);
         let s = self.sessions.get_mut(&id).expect("inserted");
         s.ctl.as_controller().tick(&mut self.kernel);

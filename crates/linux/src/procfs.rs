@@ -96,13 +96,7 @@ impl ProcFs {
     /// Cumulative time on CPU of thread `tid` of process `pid`, ns: the first field of
     /// `/proc/PID/task/TID/schedstat`.
     pub fn cpu_time(&self, pid: Tid, tid: Tid) -> Result<u64, LinuxError> {
-        let path = self.task_dir(pid).join(tid.to_string()).join("schedstat");
-        let text = fs::read_to_string(&path).map_err(|e| io_err(&path, tid, e))?;
-        parse_schedstat(&text).ok_or_else(|| LinuxError::Parse {
-            path,
-            what: "CPU time (first schedstat field, ns)",
-            content: text.chars().take(200).collect(),
-        })
+        self.sched_info(pid, tid).map(|i| i.run_ns)
     }
 
     /// Thread `tid`'s whole `/proc/PID/task/TID/schedstat`: time on CPU, time runnable waiting

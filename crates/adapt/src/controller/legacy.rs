@@ -292,6 +292,16 @@ struct Trace {
     note: Option<String>,
 }
 
+impl Trace {
+    /// Drops the records older than `window_ns` before `now`: the analyser's sliding window.
+    fn keep_window(&mut self, now: u64, window_ns: u64) {
+        let horizon = now.saturating_sub(window_ns);
+        while self.wakeups.front().is_some_and(|w| w.t_ns < horizon) {
+            self.wakeups.pop_front();
+        }
+    }
+}
+
 /// Where the confirmation of a first detection stands. A thread that shares the CPU with others
 /// before it is reserved often runs late, and a late periodic thread does not sleep, so some
 /// activations leave no wake-up: the first detection may find a harmonic. Once the reservation
@@ -996,10 +1006,7 @@ fn probe_step(
     probe.sets_timers |= set_timer;
     probe.timer_user |= set_timer || fresh.iter().any(Wakeup::is_timer);
     probe.trace.wakeups.extend(fresh);
-    let horizon = now.saturating_sub(cfg.window_ns);
-    while probe.trace.wakeups.front().is_some_and(|w| w.t_ns < horizon) {
-        probe.trace.wakeups.pop_front();
-    }
+    probe.trace.keep_window(now, cfg.window_ns);
     let cpu = match k.cpu_time(tid) {
         Ok(c) => c,
         Err(e) => return seat.kernel_error(tid, &e),
@@ -1173,10 +1180,7 @@ fn follow_wakeups(
         }
         _ => return None,
     };
-    let horizon = now.saturating_sub(cfg.window_ns);
-    while trace.wakeups.front().is_some_and(|w| w.t_ns < horizon) {
-        trace.wakeups.pop_front();
-    }
+    trace.keep_window(now, cfg.window_ns);
     if !due || seat.gone(tid) {
         return None;
     }
