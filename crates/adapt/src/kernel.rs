@@ -166,8 +166,10 @@ pub trait Kernel {
     fn policy(&self, t: Tid) -> Result<Policy, KernelError>;
     /// Sets a thread's policy/reservation; `KernelError::Admission` if admission control refuses.
     fn set_policy(&mut self, t: Tid, p: Policy) -> Result<(), KernelError>;
-    /// Bandwidth available to SCHED_DEADLINE in the thread's root domain, in CPUs (Σ Q/P bound).
-    fn dl_bandwidth_limit(&self) -> f64;
+    /// Bandwidth available to SCHED_DEADLINE tasks in thread `t`'s root domain, in CPUs (the Σ Q/P
+    /// admission control enforces there, less the fair servers); `None` asks for every CPU this
+    /// handle covers.
+    fn dl_bandwidth_limit(&self, t: Option<Tid>) -> f64;
     /// Frequency domain (cluster) of a CPU's state; `Unsupported` without cpufreq.
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError>;
     /// Sets a cluster's frequency (a floor/target, as a userspace governor would).

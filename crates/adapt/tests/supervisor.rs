@@ -124,7 +124,7 @@ fn supervisor_grants_are_admitted_by_the_kernel_rule() {
                 ..Request::new(t, p * 2 / 3, p)
             });
         }
-        let a = Supervisor::new(k.dl_bandwidth_limit(), policy)
+        let a = Supervisor::new(k.dl_bandwidth_limit(None), policy)
             .allocate(&reqs)
             .unwrap();
         let rep = apply_grants(&mut k, &a.grants, ReservationFlags::default());

@@ -285,7 +285,7 @@ fn admission_failure_is_reported_and_survived() {
     // the kernel refuses what pacer's supervisor, told it has the whole limit, asks for.
     let limit = {
         use pacer_adapt::Kernel;
-        pacer_linux::kernel::LinuxKernel::for_process(std::process::id()).dl_bandwidth_limit()
+        pacer_linux::kernel::LinuxKernel::for_process(std::process::id()).dl_bandwidth_limit(None)
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();

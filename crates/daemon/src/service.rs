@@ -138,8 +138,8 @@ impl Kernel for DaemonKernel {
     fn set_policy(&mut self, t: Tid, p: Policy) -> Result<(), KernelError> {
         self.route_mut(t)?.set_policy(t, p)
     }
-    fn dl_bandwidth_limit(&self) -> f64 {
-        self.clock.dl_bandwidth_limit()
+    fn dl_bandwidth_limit(&self, t: Option<Tid>) -> f64 {
+        self.clock.dl_bandwidth_limit(t)
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
         self.clock.frequency(cluster)
@@ -1377,7 +1377,10 @@ impl Service {
             version: VERSION,
             pid: std::process::id(),
             uptime_ns: now.saturating_sub(self.start_ns),
-            bound: self.cfg.bound.unwrap_or_else(|| self.kernel.dl_bandwidth_limit()),
+            bound: self
+                .cfg
+                .bound
+                .unwrap_or_else(|| self.kernel.dl_bandwidth_limit(None)),
             allocation: self.pool.allocation_status(),
             reserved_bandwidth: reserved,
             connections: self.conns.len(),

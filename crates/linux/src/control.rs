@@ -611,7 +611,7 @@ impl Session {
                 .cfg
                 .legacy
                 .bound
-                .unwrap_or_else(|| self.kernel.dl_bandwidth_limit()),
+                .unwrap_or_else(|| self.kernel.dl_bandwidth_limit(None)),
             allocation: self.ctl.allocation_status(),
             lost_wakeups: self.kernel.lost_wakeups(),
             exited_threads: self.exited,

@@ -258,10 +258,15 @@ impl Kernel for LinuxKernel {
         }
         Ok(())
     }
-    fn dl_bandwidth_limit(&self) -> f64 {
+    /// A thread's root domain is the CPUs of its affinity: SCHED_DEADLINE admission requires
+    /// the affinity to cover the root domain, so for a thread that can be reserved the two agree.
+    fn dl_bandwidth_limit(&self, t: Option<Tid>) -> f64 {
+        let cpus = t
+            .and_then(|t| sched::get_affinity(t).ok())
+            .map_or_else(|| self.cpus(), |a| a.len().max(1));
         // Never the sysctls at every tick: reading them rebuilds the root domains and corrupts
         // the accounting of threads exiting meanwhile (see crate::admission).
-        crate::admission::cap().reservable(self.cpus())
+        crate::admission::cap().reservable(cpus)
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
         self.check_policy(cluster)?;

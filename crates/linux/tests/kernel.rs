@@ -25,7 +25,7 @@ fn real_kernel_sensors() {
         k.cpu_time(me).unwrap() > t0 + 10_000_000,
         "CPU time advances with busy work"
     );
-    let limit = k.dl_bandwidth_limit();
+    let limit = k.dl_bandwidth_limit(None);
     eprintln!(
         "real_kernel: {} CPUs, SCHED_DEADLINE limit {limit:.3} CPUs",
         k.cpus()

@@ -42,10 +42,10 @@ use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
 use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
 
-use crate::class::deadline::{time_to_exhaust, DlEntity, DlRq};
-use crate::class::fair::{weight_of_nice, FairRq, FAIR_SLICE_NS};
-use crate::class::rt::{RtRq, RR_TIMESLICE_NS};
-use crate::class::{ClassId, Key};
+use crate::class::deadline::RootDomain;
+use crate::class::fair::FairParams;
+use crate::class::rt::RR_TIMESLICE_NS;
+use crate::class::{select_task_rq, Block, Charge, Entity, Key, Rq, Tick};
 use crate::dvfs::walt::Walt;
 use crate::dvfs::{
     opp_for_demand, CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals,
@@ -217,11 +217,8 @@ struct Job {
 }
 
 struct Thread {
-    class: ClassId,
-    rt_prio: u8,
-    rr: bool,
-    weight: u64,
-    dl: Option<DlEntity>,
+    /// The scheduling entity of the thread's class.
+    se: Entity,
     affinity: Vec<bool>,
     state: State,
     /// Run queue the thread belongs to (last CPU).
@@ -239,12 +236,9 @@ struct Thread {
     period: u64,
     has_timer: bool,
     t_first: u64,
-    rt_order: i64,
-    vruntime: u64,
-    /// Execution since the thread last got the CPU (for RR and fair slices).
-    slice_used: u64,
     timer_gen: u64,
-    /// A SCHED_DEADLINE thread whose runtime ran out: waits for the replenishment timer.
+    /// Its class throttled it (a SCHED_DEADLINE thread out of runtime): it waits for the class's
+    /// replenishment timer.
     throttled: bool,
     /// Since when the thread has been runnable without a CPU (queued or throttled), for its
     /// run delay.
@@ -279,9 +273,7 @@ struct Cpu {
     /// which keeps stale entries out of the event heap).
     armed: Option<u64>,
     capacity: u64,
-    dl: DlRq,
-    rt: RtRq,
-    fair: FairRq,
+    rq: Rq,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -323,8 +315,12 @@ pub struct Sim {
     /// Reused buffer of the wake-ups of one instant.
     wake_batch: Vec<ThreadId>,
     pending_trace: Vec<TraceEvent>,
-    /// Root domain of each CPU (threads never move between domains).
-    domain: Vec<usize>,
+    /// Index in `root_domains` of each CPU's root domain (threads never move between domains).
+    root_domain: Vec<usize>,
+    /// The root domains, with their SCHED_DEADLINE bandwidth (owned by the deadline class).
+    root_domains: Vec<RootDomain>,
+    /// Settings of the fair class.
+    fair: FairParams,
     /// Last thread reported running on each CPU in the trace.
     traced: Vec<Option<ThreadId>>,
     /// Key of each CPU's running thread, kept contiguous because CPU selection, push and pull
@@ -359,6 +355,7 @@ impl Sim {
             return Err(SimError::BadWorkScale(cfg.work_scale.to_string()));
         }
         let max_bw = to_ratio(cfg.rt_period_us, cfg.rt_runtime_us);
+        let fair = FairParams {};
         let f = &cfg.freqs_khz;
         if f.is_empty() || f.contains(&0) || f.windows(2).any(|w| w[0] >= w[1]) {
             return Err(SimError::BadFrequencies(f.clone()));
@@ -452,20 +449,10 @@ impl Sim {
                     thread: spec.name.clone(),
                 });
             };
-            let (class, rt_prio, rr, weight, dl) = match spec.policy {
-                Policy::Deadline(r) => {
-                    r.validate().map_err(|e| SimError::BadThread {
-                        thread: spec.name.clone(),
-                        message: e.to_string(),
-                    })?;
-                    (ClassId::Deadline, 0, false, 0, Some(DlEntity::new(&r)))
-                }
-                Policy::Fifo { priority } => (ClassId::Rt, priority, false, 0, None),
-                Policy::Rr { priority } => (ClassId::Rt, priority, true, 0, None),
-                Policy::Other { nice } => (ClassId::Fair, 0, false, weight_of_nice(nice), None),
-                // SCHED_IDLE: the fair class with the kernel's WEIGHT_IDLEPRIO.
-                Policy::Idle => (ClassId::Fair, 0, false, 3, None),
-            };
+            let se = Entity::from_policy(&spec.policy, &fair).map_err(|message| SimError::BadThread {
+                thread: spec.name.clone(),
+                message,
+            })?;
             if spec
                 .phases
                 .iter()
@@ -493,11 +480,7 @@ impl Sim {
             let rel_deadline = spec.relative_deadline_ns();
             let period = spec.period_ns();
             threads.push(Thread {
-                class,
-                rt_prio,
-                rr,
-                weight,
-                dl,
+                se,
                 affinity,
                 state: State::NotStarted,
                 waiting_since: None,
@@ -512,9 +495,6 @@ impl Sim {
                 period,
                 has_timer: spec.has_timer(),
                 t_first: 0,
-                rt_order: 0,
-                vruntime: 0,
-                slice_used: 0,
                 timer_gen: 0,
                 throttled: false,
                 rng: pacer_workload::thread_rng(cfg.seed, i),
@@ -538,34 +518,27 @@ impl Sim {
                 speed: domains[c.cluster].speed(c.capacity),
                 work_speed: domains[c.cluster].speed(c.capacity),
                 busy_acc: 0,
-                dl: DlRq::new(max_bw),
-                rt: RtRq::default(),
-                fair: FairRq::default(),
+                rq: Rq::new(max_bw, fair),
             })
             .collect();
-        // GRUB's extra_bw: the unallocated bandwidth of each root domain, shared by its CPUs.
         // Root domains are the connected components of CPUs linked by some thread's affinity
-        // (exclusive cpusets in the kernel).
-        let domain = root_domains(m, &threads);
-        for d in 0..m {
-            let members: Vec<usize> = (0..m).filter(|&c| domain[c] == d).collect();
-            if members.is_empty() {
-                continue;
-            }
-            let total: u64 = threads
+        // (exclusive cpusets in the kernel). Each holds its tasks' SCHED_DEADLINE bandwidth and
+        // its CPUs' fair servers; GRUB's extra_bw is the unallocated rest, shared by its CPUs.
+        let (root_domain, mut root_domains) = build_root_domains(&cpus, &threads, &cfg);
+        for rd in &mut root_domains {
+            let tasks: u64 = threads
                 .iter()
-                .filter(|t| domain[t.cpu as usize] == d)
-                .filter_map(|t| t.dl.map(|e| e.dl_bw))
+                .filter(|t| rd.cpus.contains(&(t.cpu as usize)))
+                .map(|t| t.se.bandwidth())
                 .sum();
-            let share = total / members.len() as u64;
-            for &c in &members {
-                cpus[c].dl.extra_bw = max_bw.saturating_sub(share);
+            rd.total_bw += tasks;
+            let share = tasks / rd.cpus.len() as u64;
+            for &c in &rd.cpus {
+                cpus[c].rq.dl.extra_bw = max_bw.saturating_sub(share);
             }
         }
         for t in &threads {
-            if let Some(e) = t.dl {
-                cpus[t.cpu as usize].dl.this_bw += e.dl_bw;
-            }
+            cpus[t.cpu as usize].rq.attach_bw(&t.se);
         }
         let timers = (0..workload.timer_count())
             .map(|_| SharedTimer::default())
@@ -585,7 +558,9 @@ impl Sim {
             pending_jobs: Vec::new(),
             wake_batch: Vec::new(),
             pending_trace: Vec::new(),
-            domain,
+            root_domain,
+            root_domains,
+            fair,
             traced: vec![None; m],
             curr_keys: vec![Key::Idle; m],
             platform,
@@ -626,7 +601,7 @@ impl Sim {
     /// Current SCHED_DEADLINE state of a thread: (absolute deadline, remaining runtime), the
     /// quantities the kernel exposes and the adaptation engine reads.
     pub fn dl_state(&self, t: ThreadId) -> Option<(u64, i64)> {
-        self.threads.get(t as usize)?.dl.map(|e| (e.deadline, e.runtime))
+        self.threads.get(t as usize)?.se.dl_state()
     }
 
     /// Per-thread counters so far.
@@ -697,81 +672,41 @@ impl Sim {
         }
     }
 
-    // ---- priorities -------------------------------------------------------------------------
+    // ---- priorities ---------------------------------------------------------------------------
 
     fn key(&self, t: ThreadId) -> Key {
-        let th = &self.threads[t as usize];
-        match th.class {
-            ClassId::Deadline => Key::Deadline(th.dl.map_or(0, |e| e.deadline)),
-            ClassId::Rt => Key::Rt(99 - th.rt_prio.min(99)),
-            ClassId::Fair => Key::Fair(th.vruntime),
-        }
+        self.threads[t as usize].se.key()
     }
 
     fn curr_key(&self, cpu: usize) -> Key {
         self.curr_keys[cpu]
     }
 
-    /// Whether `a` should preempt a CPU running something with key `b` (fair never preempts fair
-    /// on wake-up: it waits for the slice end).
-    fn beats(a: Key, b: Key) -> bool {
-        !matches!((a, b), (Key::Fair(_), Key::Fair(_))) && a < b
-    }
-
     fn best_queued(&self, cpu: usize) -> Option<(Key, ThreadId)> {
-        let c = &self.cpus[cpu];
-        if let Some((d, t)) = c.dl.first() {
-            return Some((Key::Deadline(d), t));
-        }
-        if let Some((p, t)) = c.rt.first() {
-            return Some((Key::Rt(99 - p), t));
-        }
-        c.fair.first().map(|(v, t)| (Key::Fair(v), t))
+        self.cpus[cpu].rq.pick()
     }
 
     // ---- run queues ---------------------------------------------------------------------------
 
-    fn enqueue(&mut self, t: ThreadId, cpu: usize, head: bool) {
+    fn enqueue(&mut self, t: ThreadId, cpu: usize, head: bool, wakeup: bool) {
         self.set_state(t, State::Queued);
+        let now = self.now;
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
-        match th.class {
-            ClassId::Deadline => {
-                let d = th.dl.map_or(0, |e| e.deadline);
-                self.cpus[cpu].dl.enqueue(t, d);
-            }
-            ClassId::Rt => {
-                th.rt_order = self.cpus[cpu].rt.enqueue(t, th.rt_prio, head);
-            }
-            ClassId::Fair => {
-                th.vruntime = self.cpus[cpu].fair.place(th.vruntime);
-                self.cpus[cpu].fair.enqueue(t, th.vruntime);
-            }
-        }
+        self.cpus[cpu].rq.enqueue(t, &mut th.se, head, wakeup, now);
     }
 
     fn dequeue(&mut self, t: ThreadId) {
-        let th = &self.threads[t as usize];
-        let cpu = th.cpu as usize;
-        match th.class {
-            ClassId::Deadline => {
-                self.cpus[cpu].dl.dequeue(t, th.dl.map_or(0, |e| e.deadline));
-            }
-            ClassId::Rt => {
-                self.cpus[cpu].rt.dequeue(t, th.rt_prio, th.rt_order);
-            }
-            ClassId::Fair => {
-                self.cpus[cpu].fair.dequeue(t, th.vruntime);
-            }
-        }
+        let th = &mut self.threads[t as usize];
+        self.cpus[th.cpu as usize].rq.dequeue(t, &mut th.se);
     }
 
-    /// Moves a queued thread's run-queue membership (and its GRUB bandwidth) to `to`.
+    /// Moves a queued thread's run-queue membership (and its bandwidth) to `to`.
     fn migrate_queued(&mut self, t: ThreadId, to: usize) {
         let from = self.threads[t as usize].cpu as usize;
         self.dequeue(t);
         self.move_bw(t, from, to);
-        self.enqueue(t, to, false);
+        self.enqueue(t, to, false, false);
         self.trace(TraceEvent::Migrate {
             t: self.now,
             thread: t,
@@ -780,18 +715,18 @@ impl Sim {
         });
     }
 
+    /// Moves a thread's bandwidth from `from`'s run queue to `to`'s (`migrate_task_rq_dl()`).
     fn move_bw(&mut self, t: ThreadId, from: usize, to: usize) {
         if from == to {
             return;
         }
-        if let Some(e) = self.threads[t as usize].dl {
+        if self.threads[t as usize].se.bandwidth() > 0 {
             self.update_curr(from);
             self.update_curr(to);
-            self.cpus[from].dl.this_bw -= e.dl_bw;
-            self.cpus[to].dl.this_bw += e.dl_bw;
-            if e.active {
-                self.cpus[from].dl.running_bw -= e.dl_bw;
-                self.cpus[to].dl.running_bw += e.dl_bw;
+            let se = self.threads[t as usize].se;
+            self.cpus[from].rq.detach_bw(&se);
+            self.cpus[to].rq.attach_bw(&se);
+            if se.holds_running_bw() {
                 self.dl_bw_changed(from);
                 self.dl_bw_changed(to);
             }
@@ -885,7 +820,10 @@ fn signal_settings(d: &Domain) -> (Walt, u64) {
     }
 }
 
-fn root_domains(m: usize, threads: &[Thread]) -> Vec<usize> {
+/// The root domains: connected components of CPUs linked by some thread's affinity. Returns each
+/// CPU's domain index and the domains, with their fair servers counted in `total_bw`.
+fn build_root_domains(cpus: &[Cpu], threads: &[Thread], cfg: &SimConfig) -> (Vec<usize>, Vec<RootDomain>) {
+    let m = cpus.len();
     let mut parent: Vec<usize> = (0..m).collect();
     fn find(p: &mut [usize], x: usize) -> usize {
         let mut r = x;
@@ -914,7 +852,31 @@ fn root_domains(m: usize, threads: &[Thread]) -> Vec<usize> {
             }
         }
     }
-    (0..m).map(|c| find(&mut parent, c)).collect()
+    let server = pacer_model::reservation::fair_servers_bw(1, cfg.fair_server);
+    let bw = Some(to_ratio(cfg.rt_period_us, cfg.rt_runtime_us));
+    let mut index = vec![usize::MAX; m];
+    let mut domains: Vec<RootDomain> = Vec::new();
+    let mut of_cpu = vec![0; m];
+    for c in 0..m {
+        let r = find(&mut parent, c);
+        if index[r] == usize::MAX {
+            index[r] = domains.len();
+            domains.push(RootDomain {
+                cpus: Vec::new(),
+                bw,
+                total_bw: 0,
+                capacity: 0,
+                servers_bw: 0,
+            });
+        }
+        let d = &mut domains[index[r]];
+        d.cpus.push(c);
+        d.capacity += cpus[c].capacity;
+        d.servers_bw += server;
+        d.total_bw += server;
+        of_cpu[c] = index[r];
+    }
+    (of_cpu, domains)
 }
 
 /// What a thread's program does next.
@@ -964,7 +926,6 @@ impl Sim {
         if let Some(j) = &mut th.job {
             j.exec += delta;
         }
-        th.slice_used += delta;
         let ov = th.overhead.min(delta);
         th.overhead -= ov;
         let d = delta - ov;
@@ -974,29 +935,11 @@ impl Sim {
             ((d as u128 * c.work_speed as u128) / CAPACITY_SCALE as u128) as u64
         };
         th.remaining = th.remaining.saturating_sub(progress);
-        match th.class {
-            ClassId::Deadline => {
-                if let Some(e) = th.dl.as_mut() {
-                    // Scale-invariant accounting (update_curr_dl_se): runtime is charged at
-                    // f/f_max · capacity/1024, except under GRUB reclaiming.
-                    let charge = if e.reclaim {
-                        c.dl.grub_charge(delta, e.dl_bw)
-                    } else if scale_invariant {
-                        ((delta as u128 * c.speed as u128) / CAPACITY_SCALE as u128) as u64
-                    } else {
-                        delta
-                    };
-                    e.runtime = e.runtime.saturating_sub(charge.min(i64::MAX as u64) as i64);
-                }
-            }
-            ClassId::Fair => {
-                th.vruntime += ((delta as u128 * 1024) / th.weight as u128) as u64;
-                // min_vruntime only moves forward: the smaller of the running and the first queued.
-                let lowest = c.fair.first().map_or(th.vruntime, |(v, _)| v.min(th.vruntime));
-                c.fair.min_vruntime = c.fair.min_vruntime.max(lowest);
-            }
-            ClassId::Rt => {}
-        }
+        let charge = Charge {
+            speed: c.speed,
+            scale_invariant,
+        };
+        c.rq.update_curr(&mut th.se, delta, charge);
     }
 
     /// Programs the CPU's next local expiry: work done, runtime exhausted, or slice end.
@@ -1015,24 +958,14 @@ impl Sim {
             ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.work_speed.max(1) as u128))
                 .min(u64::MAX as u128) as u64
         };
-        let mut dt = th.overhead.saturating_add(work);
-        if let Some(e) = th.dl {
-            let rate = if e.reclaim {
-                c.dl.grub_rate(e.dl_bw)
-            } else if self.cfg.scale_invariant_runtime {
-                (c.speed << pacer_model::reservation::BW_SHIFT) / CAPACITY_SCALE as u64
-            } else {
-                1 << pacer_model::reservation::BW_SHIFT
-            };
-            dt = dt.min(time_to_exhaust(e.runtime, rate));
-        }
-        match th.class {
-            ClassId::Rt if th.rr && c.rt.has_prio(th.rt_prio) => {
-                dt = dt.min(self.cfg.rr_timeslice.saturating_sub(th.slice_used));
-            }
-            ClassId::Fair if c.fair.len() > 0 => dt = dt.min(FAIR_SLICE_NS.saturating_sub(th.slice_used)),
-            _ => {}
-        }
+        let charge = Charge {
+            speed: c.speed,
+            scale_invariant: self.cfg.scale_invariant_runtime,
+        };
+        let dt = th
+            .overhead
+            .saturating_add(work)
+            .min(c.rq.expiry(&th.se, charge, self.cfg.rr_timeslice));
         let at = self.now.saturating_add(dt);
         let c = &mut self.cpus[cpu];
         if c.armed == Some(at) {
@@ -1061,8 +994,11 @@ impl Sim {
             if let Some(j) = &mut th.job {
                 j.preemptions += 1;
             }
-            let head = th.class == ClassId::Rt;
-            self.enqueue(t, cpu, head);
+            self.set_state(t, State::Queued);
+            let now = self.now;
+            let th = &mut self.threads[t as usize];
+            th.cpu = cpu as u32;
+            self.cpus[cpu].rq.put_prev(t, &mut th.se, now);
         }
         Some(t)
     }
@@ -1079,9 +1015,7 @@ impl Sim {
         th.cpu = cpu as u32;
         th.stats.switches += 1;
         th.overhead += cs;
-        if th.class == ClassId::Fair {
-            th.slice_used = 0;
-        }
+        self.cpus[cpu].rq.set_next(&mut th.se);
         let cooperative_begin = th.cooperative && th.job.is_some_and(|j| j.start.is_none());
         if let Some(j) = &mut th.job {
             if j.start.is_none() {
@@ -1099,15 +1033,12 @@ impl Sim {
         c.curr = Some(t);
         c.exec_start = now;
         c.work_speed = work_speed(c.speed, c.capacity, mem);
-        // A running thread's key does not change while it runs, except the fair vruntime, which
-        // only matters against other classes (fair never preempts fair on wake-up).
+        // A running thread's key does not change while it runs, except the fair class's, which
+        // only orders CPU selection (the fair class decides preemption among its own threads).
         self.curr_keys[cpu] = self.key(t);
         if cooperative_begin {
             let th = &self.threads[t as usize];
-            let dl = th.dl.map(|e| DlState {
-                deadline: e.deadline,
-                runtime: e.runtime,
-            });
+            let dl = dl_state(&th.se);
             self.pending_app.push(AppEvent::JobBegin {
                 thread: t,
                 t: now,
@@ -1127,7 +1058,7 @@ impl Sim {
         let curr = self.cpus[cpu].curr;
         let ck = self.curr_key(cpu);
         if let Some((k, t)) = self.best_queued(cpu) {
-            if curr.is_none() || Self::beats(k, ck) {
+            if curr.is_none() || k.preempts(ck) {
                 let preempted = curr.and_then(|_| self.deschedule(cpu, true));
                 self.switch_in(cpu, t);
                 if let Some(p) = preempted {
@@ -1174,7 +1105,7 @@ impl Sim {
                 continue;
             }
             let ck = self.curr_key(c);
-            if Self::beats(k, ck) && best.is_none_or(|(bk, _)| ck > bk) {
+            if k.preempts(ck) && best.is_none_or(|(bk, _)| ck > bk) {
                 best = Some((ck, c));
             }
         }
@@ -1190,11 +1121,11 @@ impl Sim {
         let local = self.best_queued(cpu).map_or(Key::Idle, |x| x.0);
         let mut cand: Option<(Key, ThreadId)> = None;
         for other in 0..self.cpus.len() {
-            if other == cpu || self.domain[other] != self.domain[cpu] {
+            if other == cpu || self.root_domain[other] != self.root_domain[cpu] {
                 continue;
             }
             if let Some((k, t)) = self.first_allowed(other, cpu) {
-                if Self::beats(k, local) && cand.is_none_or(|(ck, _)| k < ck) {
+                if k.preempts(local) && cand.is_none_or(|(ck, _)| k < ck) {
                     cand = Some((k, t));
                 }
             }
@@ -1206,43 +1137,19 @@ impl Sim {
 
     /// The most urgent thread queued on `other` that may run on `cpu`.
     fn first_allowed(&self, other: usize, cpu: usize) -> Option<(Key, ThreadId)> {
-        let c = &self.cpus[other];
-        if let Some(&(d, t)) = c.dl.iter().find(|&&(_, t)| self.allowed(t, cpu)) {
-            return Some((Key::Deadline(d), t));
-        }
-        if let Some((p, t)) = c.rt.iter().find(|&(_, t)| self.allowed(t, cpu)) {
-            return Some((Key::Rt(99 - p), t));
-        }
-        c.fair
-            .iter()
-            .find(|&&(_, t)| self.allowed(t, cpu))
-            .map(|&(v, t)| (Key::Fair(v), t))
+        self.cpus[other].rq.first_allowed(|t| self.allowed(t, cpu))
     }
 
     /// `select_task_rq()`: where a waking thread should go.
     fn select_cpu(&self, t: ThreadId) -> usize {
         let th = &self.threads[t as usize];
-        let prev = th.cpu as usize;
-        let order = std::iter::once(prev).chain((0..self.cpus.len()).filter(move |&c| c != prev));
-        let first_allowed = || order.clone().find(|&c| self.allowed(t, c)).unwrap_or(prev);
-        if th.class == ClassId::Fair {
-            return order
-                .clone()
-                .find(|&c| self.allowed(t, c) && self.cpus[c].curr.is_none())
-                .unwrap_or_else(first_allowed);
-        }
-        let k = self.key(t);
-        let mut best: Option<(Key, usize)> = None;
-        for c in order.clone() {
-            if !self.allowed(t, c) {
-                continue;
-            }
-            let ck = self.curr_key(c);
-            if Self::beats(k, ck) && best.is_none_or(|(bk, _)| ck > bk) {
-                best = Some((ck, c));
-            }
-        }
-        best.map_or_else(first_allowed, |(_, c)| c)
+        select_task_rq(
+            &th.se,
+            th.cpu as usize,
+            self.cpus.len(),
+            |c| th.affinity[c],
+            |c| self.curr_keys[c],
+        )
     }
 
     // ---- thread life cycle --------------------------------------------------------------------
@@ -1277,10 +1184,7 @@ impl Sim {
             self.pending_app.push(AppEvent::JobBegin {
                 thread: t,
                 t: now,
-                dl: th.dl.map(|e| DlState {
-                    deadline: e.deadline,
-                    runtime: e.runtime,
-                }),
+                dl: dl_state(&th.se),
                 cpu_time: th.stats.exec,
             });
         }
@@ -1314,10 +1218,7 @@ impl Sim {
         });
         let th = &self.threads[t as usize];
         if th.cooperative {
-            let dl = th.dl.map(|e| DlState {
-                deadline: e.deadline,
-                runtime: e.runtime,
-            });
+            let dl = dl_state(&th.se);
             self.pending_app.push(AppEvent::JobEnd {
                 thread: t,
                 t: now,
@@ -1450,13 +1351,7 @@ impl Sim {
     /// The key a sleeping thread will have once woken now (a SCHED_DEADLINE thread's deadline
     /// after the CBS wake-up rule).
     fn wake_key(&self, t: ThreadId) -> Key {
-        match self.threads[t as usize].dl {
-            Some(mut e) => {
-                e.on_wakeup(self.now);
-                Key::Deadline(e.deadline)
-            }
-            None => self.key(t),
-        }
+        self.threads[t as usize].se.wake_key(self.now)
     }
 
     fn wakeup_event(&mut self, t: ThreadId) {
@@ -1495,35 +1390,47 @@ impl Sim {
         }
     }
 
-    /// Makes a thread runnable: CBS wake-up rule, CPU selection, enqueue, preemption check.
+    /// Makes a thread runnable: its class's wake-up rule, CPU selection, enqueue, preemption
+    /// check.
     fn wake(&mut self, t: ThreadId) {
         let now = self.now;
         let cpu = self.threads[t as usize].cpu as usize;
-        if let Some(e) = self.threads[t as usize].dl {
+        if self.threads[t as usize].se.bandwidth() > 0 {
             self.threads[t as usize].timer_gen += 1; // cancels a pending inactive timer
-            if !e.active {
+            if !self.threads[t as usize].se.holds_running_bw() {
                 self.update_curr(cpu);
-                self.cpus[cpu].dl.running_bw += e.dl_bw;
-                if let Some(e) = self.threads[t as usize].dl.as_mut() {
-                    e.active = true;
-                }
+                let th = &mut self.threads[t as usize];
+                self.cpus[cpu].rq.activate(&mut th.se);
                 self.reprogram(cpu);
                 self.dl_bw_changed(cpu);
             }
-            if self.threads[t as usize].throttled {
-                // Waits for the replenishment timer, which will enqueue it.
-                self.set_state(t, State::Throttled);
-                self.arm_replenish(t);
-                return;
-            }
-            if let Some(e) = self.threads[t as usize].dl.as_mut() {
-                e.on_wakeup(now);
-            }
         }
+        if self.threads[t as usize].throttled {
+            // Waits for the replenishment timer, which will enqueue it.
+            self.set_state(t, State::Throttled);
+            self.arm_replenish(t);
+            return;
+        }
+        let th = &mut self.threads[t as usize];
+        self.cpus[cpu].rq.task_waking(&mut th.se, now);
         let target = self.select_cpu(t);
         self.move_bw(t, cpu, target);
-        self.enqueue(t, target, false);
+        self.enqueue(t, target, false, true);
+        self.wakeup_preempt(target, t);
         self.resched(target);
+    }
+
+    /// The class of a thread just enqueued on `cpu` decides whether it preempts the running one
+    /// of the same class (`wakeup_preempt()`; across classes the key order decides in `resched`).
+    fn wakeup_preempt(&mut self, cpu: usize, t: ThreadId) {
+        let Some(curr) = self.cpus[cpu].curr else { return };
+        self.update_curr(cpu);
+        let c = &self.cpus[cpu];
+        if c.rq
+            .wakeup_preempt(&self.threads[curr as usize].se, &self.threads[t as usize].se)
+        {
+            self.deschedule(cpu, true);
+        }
     }
 
     fn sleep(&mut self, t: ThreadId, until: u64, release: Option<u64>) {
@@ -1533,36 +1440,31 @@ impl Sim {
         th.pending_release = release;
         self.push_event(until.saturating_add(self.cfg.wakeup_latency), Kind::Wakeup, t, 0);
         let th = &mut self.threads[t as usize];
-        if let Some(e) = th.dl {
-            if e.runtime <= 0 {
-                // Blocked with its runtime used up: throttled until the next period.
+        match th.se.block(now) {
+            Block::Nothing => {}
+            Block::Throttle => {
                 th.throttled = true;
                 self.arm_replenish(t);
-            } else if e.active {
+            }
+            Block::ReleaseNow => {
                 let cpu = th.cpu as usize;
-                let zl = e.zero_lag();
-                if zl <= now {
-                    self.release_bw(t, cpu);
-                } else {
-                    th.timer_gen += 1;
-                    let gen = th.timer_gen;
-                    self.push_event(zl, Kind::Inactive, t, gen);
-                }
+                self.release_bw(t, cpu);
+            }
+            Block::ReleaseAt(at) => {
+                th.timer_gen += 1;
+                let gen = th.timer_gen;
+                self.push_event(at, Kind::Inactive, t, gen);
             }
         }
     }
 
     fn release_bw(&mut self, t: ThreadId, cpu: usize) {
-        if let Some(e) = self.threads[t as usize].dl {
-            if e.active {
-                self.update_curr(cpu);
-                self.cpus[cpu].dl.running_bw -= e.dl_bw;
-                if let Some(e) = self.threads[t as usize].dl.as_mut() {
-                    e.active = false;
-                }
-                self.reprogram(cpu);
-                self.dl_bw_changed(cpu);
-            }
+        if self.threads[t as usize].se.holds_running_bw() {
+            self.update_curr(cpu);
+            let th = &mut self.threads[t as usize];
+            self.cpus[cpu].rq.deactivate(&mut th.se);
+            self.reprogram(cpu);
+            self.dl_bw_changed(cpu);
         }
     }
 
@@ -1577,18 +1479,19 @@ impl Sim {
     fn exit(&mut self, t: ThreadId) {
         let cpu = self.threads[t as usize].cpu as usize;
         self.release_bw(t, cpu);
-        if let Some(e) = self.threads[t as usize].dl {
-            self.cpus[cpu].dl.this_bw -= e.dl_bw;
-        }
+        let se = self.threads[t as usize].se;
+        self.cpus[cpu].rq.detach_bw(&se);
+        let rd = &mut self.root_domains[self.root_domain[cpu]];
+        rd.change(se.bandwidth(), 0);
         self.threads[t as usize].timer_gen += 1;
         self.set_state(t, State::Exited);
     }
 
     fn arm_replenish(&mut self, t: ThreadId) {
-        let Some(e) = self.threads[t as usize].dl else {
+        let Some(until) = self.threads[t as usize].se.throttled_until() else {
             return;
         };
-        let at = e.next_period_start().max(self.now);
+        let at = until.max(self.now);
         self.threads[t as usize].timer_gen += 1;
         let gen = self.threads[t as usize].timer_gen;
         self.trace(TraceEvent::Throttle {
@@ -1622,15 +1525,13 @@ impl Sim {
             return;
         }
         th.throttled = false;
-        if let Some(e) = th.dl.as_mut() {
-            e.replenish(now);
-        }
+        th.se.replenish(now);
         self.trace(TraceEvent::Replenish { t: now, thread: t });
         if self.threads[t as usize].state == State::Throttled {
             let cpu = self.threads[t as usize].cpu as usize;
             let target = self.select_cpu(t);
             self.move_bw(t, cpu, target);
-            self.enqueue(t, target, false);
+            self.enqueue(t, target, false, false);
             self.resched(target);
         }
     }
@@ -1642,9 +1543,9 @@ impl Sim {
             self.resched(cpu);
             return;
         };
-        let (done, is_dl) = {
+        let done = {
             let th = &self.threads[t as usize];
-            (th.overhead == 0 && th.remaining == 0, th.dl.is_some())
+            th.overhead == 0 && th.remaining == 0
         };
         if done {
             match self.step(t) {
@@ -1667,45 +1568,41 @@ impl Sim {
                 }
             }
         }
-        if is_dl && self.threads[t as usize].dl.is_some_and(|e| e.runtime <= 0) {
-            self.throttle(cpu, t);
-            self.resched(cpu);
-            return;
-        }
-        let th = &self.threads[t as usize];
-        let slice_over = match th.class {
-            ClassId::Rt => th.rr && th.slice_used >= self.cfg.rr_timeslice,
-            ClassId::Fair => th.slice_used >= FAIR_SLICE_NS && self.cpus[cpu].fair.len() > 0,
-            ClassId::Deadline => false,
-        };
-        if slice_over {
-            // Round-robin / fair rotation: back to the tail of the queue.
-            self.threads[t as usize].slice_used = 0;
-            self.deschedule(cpu, false);
-            let th = &mut self.threads[t as usize];
-            th.stats.involuntary_switches += 1;
-            if let Some(j) = &mut th.job {
-                j.preemptions += 1;
+        let rr = self.cfg.rr_timeslice;
+        let th = &mut self.threads[t as usize];
+        match self.cpus[cpu].rq.task_tick(&mut th.se, rr) {
+            Tick::Stay => {}
+            Tick::Throttle => self.throttle(cpu, t),
+            Tick::Requeue => {
+                // Round-robin / fair rotation: back to the tail of the queue.
+                self.deschedule(cpu, false);
+                let th = &mut self.threads[t as usize];
+                th.stats.involuntary_switches += 1;
+                if let Some(j) = &mut th.job {
+                    j.preemptions += 1;
+                }
+                self.enqueue(t, cpu, false, false);
             }
-            self.enqueue(t, cpu, false);
         }
         self.resched(cpu);
     }
 
     fn yield_running(&mut self, cpu: usize, t: ThreadId) {
-        if self.threads[t as usize].dl.is_some() {
-            // sched_yield() on SCHED_DEADLINE gives up the rest of the runtime.
-            if let Some(e) = self.threads[t as usize].dl.as_mut() {
-                e.runtime = 0;
+        match self.threads[t as usize].se.yield_task() {
+            Tick::Throttle => self.throttle(cpu, t),
+            _ => {
+                self.deschedule(cpu, false);
+                self.enqueue(t, cpu, false, false);
             }
-            self.throttle(cpu, t);
-        } else {
-            self.deschedule(cpu, false);
-            self.threads[t as usize].slice_used = 0;
-            self.enqueue(t, cpu, false);
         }
         self.resched(cpu);
     }
+}
+
+/// A thread's reservation state as the adaptation engine's events carry it.
+fn dl_state(se: &Entity) -> Option<DlState> {
+    se.dl_state()
+        .map(|(deadline, runtime)| DlState { deadline, runtime })
 }
 
 // ---- the adaptation engine's view: sensors, actuators, hosted controllers ----------------------
@@ -1831,19 +1728,19 @@ impl Sim {
         self.threads.get(t as usize).map(|th| th.policy)
     }
 
-    /// Bandwidth available to SCHED_DEADLINE on the whole platform, fixed point (BW_SHIFT):
-    /// cap_scale(u_max, Σ capacity), as `__dl_overflow()` sees it, less the fair servers.
-    pub(crate) fn dl_limit_fixed(&self) -> u64 {
-        use pacer_model::reservation::{dl_total_limit, fair_servers_bw};
-        let cap: u64 = self.cpus.iter().map(|c| c.capacity).sum();
-        let total =
-            dl_total_limit(cap, Some(self.cfg.rt_runtime_us), self.cfg.rt_period_us).unwrap_or(u64::MAX);
-        total.saturating_sub(fair_servers_bw(self.cpus.len(), self.cfg.fair_server))
+    /// Bandwidth available to SCHED_DEADLINE tasks in thread `t`'s root domain, fixed point
+    /// (BW_SHIFT): cap_scale(u_max, Σ capacity), as `__dl_overflow()` sees it, less the domain's
+    /// fair servers.
+    pub(crate) fn dl_limit_fixed(&self, t: ThreadId) -> Option<u64> {
+        let th = self.threads.get(t as usize)?;
+        Some(self.root_domains[self.root_domain[th.cpu as usize]].task_limit())
     }
 
-    /// SCHED_DEADLINE bandwidth available on the platform, in CPUs (what admission enforces).
+    /// SCHED_DEADLINE bandwidth available on the platform, in CPUs: the sum over its root
+    /// domains of what admission enforces.
     pub fn kernel_limit(&self) -> f64 {
-        self.dl_limit_fixed() as f64 / (1u64 << pacer_model::reservation::BW_SHIFT) as f64
+        let total: u64 = self.root_domains.iter().map(RootDomain::task_limit).sum();
+        total as f64 / (1u64 << pacer_model::reservation::BW_SHIFT) as f64
     }
 
     /// Current frequency of cluster 0 and its available ones, kHz (see [`Sim::cluster_frequency`]
@@ -2007,7 +1904,7 @@ impl Sim {
             pelt_rt: sig.map_or(0, |s| s.rt.util_avg),
             pelt_fair: sig.map_or(0, |s| s.fair.util_avg),
             walt: sig.map_or(0, |s| s.walt.util()),
-            dl_bw: dl_util(self.cpus[cpu].dl.running_bw),
+            dl_bw: dl_util(self.cpus[cpu].rq.running_bw()),
             demand: dom.schedutil().map(|cfg| self.cpu_demand(cpu, cfg, sig.as_ref())),
             capacity: self.cpus[cpu].speed,
         })
@@ -2020,7 +1917,7 @@ impl Sim {
     fn dvfs_account(&mut self, cpu: usize) {
         let c = &self.cpus[cpu];
         if let Some(s) = self.dvfs[cpu].signals.as_mut() {
-            let running = c.curr.map(|t| self.threads[t as usize].class);
+            let running = c.curr.map(|t| self.threads[t as usize].se.class());
             s.advance(self.now, running, c.speed);
         }
     }
@@ -2043,21 +1940,24 @@ impl Sim {
     fn signals_now(&self, cpu: usize) -> Option<Signals> {
         let mut s = self.dvfs[cpu].signals?;
         let c = &self.cpus[cpu];
-        s.advance(self.now, c.curr.map(|t| self.threads[t as usize].class), c.speed);
+        s.advance(
+            self.now,
+            c.curr.map(|t| self.threads[t as usize].se.class()),
+            c.speed,
+        );
         Some(s)
     }
 
     /// What schedutil asks for on `cpu` (capacity units), from signals `sig` brought up to now.
     fn cpu_demand(&self, cpu: usize, cfg: &crate::dvfs::SchedutilConfig, sig: Option<&Signals>) -> u64 {
         let c = &self.cpus[cpu];
-        let rt_runnable = c.rt.first().is_some()
-            || c.curr
-                .is_some_and(|t| self.threads[t as usize].class == ClassId::Rt);
+        let rt_runnable =
+            c.rq.rt_runnable(c.curr.map(|t| self.threads[t as usize].se.class()));
         if cfg.rt_at_max && rt_runnable {
             return c.capacity;
         }
         let util = sig.map_or(0, |s| s.util(&cfg.signal));
-        dl_util(c.dl.running_bw) + (util as f64 * cfg.headroom).ceil() as u64
+        dl_util(c.rq.running_bw()) + (util as f64 * cfg.headroom).ceil() as u64
     }
 
     /// A scheduler event on `cpu` (enqueue, dequeue, switch): its schedutil looks again at the
@@ -2121,7 +2021,7 @@ impl Sim {
         let mut bypass = self.domains[k].limits_changed;
         for i in 0..n {
             let c = self.domains[k].cpus[i];
-            bypass |= dl_util(self.cpus[c].dl.running_bw) > self.dvfs[c].bw_seen;
+            bypass |= dl_util(self.cpus[c].rq.running_bw()) > self.dvfs[c].bw_seen;
         }
         let d = &self.domains[k];
         if !bypass
@@ -2135,7 +2035,7 @@ impl Sim {
         for i in 0..n {
             let c = self.domains[k].cpus[i];
             self.dvfs_account(c);
-            self.dvfs[c].bw_seen = dl_util(self.cpus[c].dl.running_bw);
+            self.dvfs[c].bw_seen = dl_util(self.cpus[c].rq.running_bw());
             let demand = self.cpu_demand(c, &cfg, self.dvfs[c].signals.as_ref());
             let cap = self.cpus[c].capacity as u32;
             target = target.max(opp_for_demand(&self.domains[k].opps, cap, demand));
@@ -2204,42 +2104,38 @@ impl Sim {
     }
 
     /// `sched_setattr()`: changes a thread's policy at run time. SCHED_DEADLINE requests go
-    /// through admission control (Σ bandwidth ≤ the platform's limit) and fail with
-    /// `Err(true)` when refused (EBUSY), `Err(false)` for invalid parameters (EINVAL).
+    /// through admission control on the thread's root domain (`__dl_overflow()`: Σ bandwidth ≤
+    /// the domain's cap, less its fair servers) and fail with `Err(true)` when refused (EBUSY),
+    /// `Err(false)` for invalid parameters (EINVAL).
     pub(crate) fn set_policy(&mut self, t: ThreadId, policy: Policy) -> Result<(), (bool, String)> {
         let ti = t as usize;
         if ti >= self.threads.len() {
             return Err((false, format!("no thread {t}")));
         }
-        let new_bw = match policy {
-            Policy::Deadline(r) => {
-                r.validate().map_err(|e| (false, e.to_string()))?;
-                Some(r.bw_fixed())
-            }
-            Policy::Fifo { priority } | Policy::Rr { priority } if !(1..=99).contains(&priority) => {
+        if let Policy::Fifo { priority } | Policy::Rr { priority } = policy {
+            if !(1..=99).contains(&priority) {
                 return Err((false, format!("rt priority {priority} outside 1..=99")));
-            }
-            _ => None,
-        };
-        if let Some(bw) = new_bw {
-            let others: u64 = self
-                .threads
-                .iter()
-                .enumerate()
-                .filter(|(i, th)| *i != ti && th.state != State::Exited)
-                .filter_map(|(_, th)| th.dl.map(|e| e.dl_bw))
-                .sum();
-            if others + bw > self.dl_limit_fixed() {
-                return Err((
-                    true,
-                    "SCHED_DEADLINE bandwidth would exceed the admission limit".into(),
-                ));
             }
         }
         let now = self.now;
         let state = self.threads[ti].state;
         let cpu = self.threads[ti].cpu as usize;
         let runnable = matches!(state, State::Running | State::Queued | State::Throttled);
+        let old = self.threads[ti].se;
+        let new = old
+            .changed(&policy, &self.fair, now, runnable)
+            .map_err(|e| (false, e))?;
+        let rd = self.root_domain[cpu];
+        let (old_bw, new_bw) = (old.bandwidth(), new.bandwidth());
+        if new_bw > 0 && self.root_domains[rd].overflows(old_bw, new_bw) {
+            return Err((
+                true,
+                format!(
+                    "SCHED_DEADLINE bandwidth would exceed the admission limit of the root domain of CPUs {:?}",
+                    self.root_domains[rd].cpus
+                ),
+            ));
+        }
         match state {
             State::Running => {
                 self.deschedule(cpu, false);
@@ -2247,67 +2143,29 @@ impl Sim {
             State::Queued => self.dequeue(t),
             _ => {}
         }
-        // Take the old reservation's bandwidth out of the run queue's sums.
-        if let Some(old) = self.threads[ti].dl {
-            self.update_curr(cpu);
-            self.cpus[cpu].dl.this_bw -= old.dl_bw;
-            if old.active {
-                self.cpus[cpu].dl.running_bw -= old.dl_bw;
-                self.dl_bw_changed(cpu);
-            }
-            self.adjust_extra(cpu, old.dl_bw as i64);
+        // Take the old entity's bandwidth out of the run queue's sums, put the new one's in.
+        self.update_curr(cpu);
+        self.cpus[cpu].rq.detach_bw(&old);
+        if old.holds_running_bw() {
+            self.dl_bw_changed(cpu);
         }
-        let old = self.threads[ti].dl;
+        let extra = self.root_domains[rd].change(old_bw, 0);
+        self.adjust_extra(cpu, extra);
         let th = &mut self.threads[ti];
-        th.timer_gen += 1; // cancels replenishment and inactive timers of the old entity
+        th.timer_gen += 1; // cancels the old entity's timers
         th.throttled = false;
         th.policy = policy;
-        match policy {
-            Policy::Deadline(r) => {
-                let mut e = DlEntity::new(&r);
-                e.started = true;
-                match old {
-                    // As `enqueue_dl_entity(ENQUEUE_RESTORE)`: a parameter change keeps the
-                    // current (deadline, runtime) unless the deadline has passed; the new budget
-                    // applies from the next replenishment or wake-up.
-                    Some(o) if o.started && o.deadline >= now => {
-                        e.deadline = o.deadline;
-                        e.runtime = o.runtime;
-                    }
-                    _ => {
-                        e.deadline = now + e.dl_deadline;
-                        e.runtime = e.dl_runtime as i64;
-                    }
-                }
-                e.active = runnable || old.is_some_and(|o| o.active);
-                th.class = ClassId::Deadline;
-                th.dl = Some(e);
-            }
-            Policy::Fifo { priority } => {
-                (th.class, th.rt_prio, th.rr, th.dl) = (ClassId::Rt, priority, false, None);
-            }
-            Policy::Rr { priority } => {
-                (th.class, th.rt_prio, th.rr, th.dl) = (ClassId::Rt, priority, true, None);
-            }
-            Policy::Other { nice } => {
-                (th.class, th.weight, th.dl) = (ClassId::Fair, weight_of_nice(nice), None);
-            }
-            Policy::Idle => {
-                (th.class, th.weight, th.dl) = (ClassId::Fair, 3, None);
-            }
+        th.se = new;
+        self.cpus[cpu].rq.attach_bw(&new);
+        if new.holds_running_bw() {
+            self.dl_bw_changed(cpu);
         }
-        if let Some(e) = self.threads[ti].dl {
-            self.cpus[cpu].dl.this_bw += e.dl_bw;
-            if e.active {
-                self.cpus[cpu].dl.running_bw += e.dl_bw;
-                self.dl_bw_changed(cpu);
-            }
-            self.adjust_extra(cpu, -(e.dl_bw as i64));
-        }
+        let extra = self.root_domains[rd].change(0, new_bw);
+        self.adjust_extra(cpu, extra);
         if runnable {
             let target = self.select_cpu(t);
             self.move_bw(t, cpu, target);
-            self.enqueue(t, target, false);
+            self.enqueue(t, target, false, false);
             if target != cpu {
                 self.resched(cpu);
             }
@@ -2318,15 +2176,16 @@ impl Sim {
         Ok(())
     }
 
-    /// Moves every CPU of `cpu`'s root domain's extra (unallocated) bandwidth by `delta` / |domain|.
-    fn adjust_extra(&mut self, cpu: usize, delta: i64) {
-        let d = self.domain[cpu];
-        let members: Vec<usize> = (0..self.cpus.len()).filter(|&c| self.domain[c] == d).collect();
-        let share = delta / members.len().max(1) as i64;
-        for c in members {
+    /// Moves every CPU of `cpu`'s root domain's extra (unallocated) bandwidth by `share`.
+    fn adjust_extra(&mut self, cpu: usize, share: i64) {
+        if share == 0 {
+            return;
+        }
+        let rd = self.root_domain[cpu];
+        for i in 0..self.root_domains[rd].cpus.len() {
+            let c = self.root_domains[rd].cpus[i];
             self.update_curr(c);
-            let x = &mut self.cpus[c].dl;
-            x.extra_bw = (x.extra_bw as i64 + share).clamp(0, x.max_bw as i64) as u64;
+            self.cpus[c].rq.dl.add_extra(share);
             self.reprogram(c);
         }
     }

@@ -81,8 +81,12 @@ impl Kernel for SimKernel<'_> {
             }
         })
     }
-    fn dl_bandwidth_limit(&self) -> f64 {
-        self.0.dl_limit_fixed() as f64 / (1u64 << BW_SHIFT) as f64
+    /// Admission per root domain: the domain of `t`'s CPUs (see [`Sim::kernel_limit`] for all).
+    fn dl_bandwidth_limit(&self, t: Option<Tid>) -> f64 {
+        match t.and_then(|t| self.0.dl_limit_fixed(t)) {
+            Some(b) => b as f64 / (1u64 << BW_SHIFT) as f64,
+            None => self.0.kernel_limit(),
+        }
     }
     fn frequency(&self, cluster: usize) -> Result<FreqState, KernelError> {
         match (

@@ -95,7 +95,7 @@ fn policy_changes_at_run_time_with_admission_control() {
         k.set_policy(9, Policy::Other { nice: 0 }),
         Err(KernelError::NoSuchThread(9))
     ));
-    assert!((k.dl_bandwidth_limit() - 0.90).abs() < 1e-3);
+    assert!((k.dl_bandwidth_limit(None) - 0.90).abs() < 1e-3);
     // Under its reservation thread a keeps meeting its deadlines.
     let mut jobs = Jobs::default();
     s.run_until(205 * MS, &mut jobs);

@@ -60,7 +60,7 @@ pub struct LegacyConfig {
     pub max_bandwidth: f64,
     /// Set `SCHED_FLAG_RECLAIM` (GRUB) on the reservations.
     pub reclaim: bool,
-    /// Σ Q/P available to this controller (CPUs); `None` = `Kernel::dl_bandwidth_limit()`.
+    /// Σ Q/P available to this controller (CPUs); `None` = `Kernel::dl_bandwidth_limit`.
     pub bound: Option<f64>,
     pub compression: Compression,
     /// Starvation probe: a thread that waited for a CPU at least this share of its first

@@ -118,7 +118,9 @@ struct Book {
 impl Book {
     fn supervisor(&self, k: &dyn Kernel) -> Supervisor {
         Supervisor::new(
-            self.bound.unwrap_or_else(|| k.dl_bandwidth_limit()),
+            // The pool's threads share one root domain (the supervisor's): ask for the first.
+            self.bound
+                .unwrap_or_else(|| k.dl_bandwidth_limit(self.members.keys().next().copied())),
             self.compression,
         )
     }

@@ -268,7 +268,7 @@ impl Kernel for FakeKernel {
         self.log.push((self.now, Op::SetPolicy { tid: t, policy: p }));
         Ok(())
     }
-    fn dl_bandwidth_limit(&self) -> f64 {
+    fn dl_bandwidth_limit(&self, _t: Option<Tid>) -> f64 {
         self.limit
     }
     fn frequency(&self, _cluster: usize) -> Result<FreqState, KernelError> {

@@ -19,8 +19,9 @@
 use std::collections::BTreeSet;
 
 use pacer_model::reservation::{to_ratio, BW_SHIFT};
-use pacer_model::Reservation;
+use pacer_model::{Reservation, CAPACITY_SCALE};
 
+use super::Block;
 use crate::record::ThreadId;
 
 /// `DL_SCALE`: the shift the kernel applies before multiplying times in overflow checks.
@@ -118,6 +119,40 @@ impl DlEntity {
         }
     }
 
+    /// The thread blocks at `now` (`dequeue_dl_entity(DEQUEUE_SLEEP)`): with its runtime used up
+    /// it stays throttled until the next period; otherwise it keeps its bandwidth active until its
+    /// 0-lag time (`task_non_contending()`).
+    pub fn block(&self, now: u64) -> Block {
+        if self.runtime <= 0 {
+            Block::Throttle
+        } else if !self.active {
+            Block::Nothing
+        } else {
+            let zl = self.zero_lag();
+            if zl <= now {
+                Block::ReleaseNow
+            } else {
+                Block::ReleaseAt(zl)
+            }
+        }
+    }
+
+    /// `sched_setattr()` made the thread SCHED_DEADLINE (or changed its parameters) at `now`,
+    /// `old` being its previous deadline entity. As `enqueue_dl_entity(ENQUEUE_RESTORE)`: a
+    /// parameter change keeps the current (deadline, runtime) unless the deadline has passed; the
+    /// new budget applies from the next replenishment or wake-up.
+    pub fn switched_to(&mut self, old: Option<DlEntity>, now: u64, runnable: bool) {
+        self.started = true;
+        match old {
+            Some(o) if o.started && o.deadline >= now => {
+                self.deadline = o.deadline;
+                self.runtime = o.runtime;
+            }
+            _ => self.new_period(now),
+        }
+        self.active = runnable || old.is_some_and(|o| o.active);
+    }
+
     /// 0-lag time: when a blocked entity's bandwidth may be released (`task_non_contending()`).
     pub fn zero_lag(&self) -> u64 {
         let used =
@@ -166,6 +201,37 @@ impl DlRq {
     pub fn iter(&self) -> impl Iterator<Item = &(u64, ThreadId)> {
         self.queue.iter()
     }
+    /// `update_curr_dl()`: charges `delta` ns of execution at `speed` (1024 scale). Scale-invariant
+    /// accounting (`update_curr_dl_se()`) charges δ · f/f_max · capacity/1024, except under GRUB
+    /// reclaiming; `scale_invariant = false` charges wall-clock execution.
+    pub fn update_curr(&self, e: &mut DlEntity, delta: u64, speed: u64, scale_invariant: bool) {
+        let charge = if e.reclaim {
+            self.grub_charge(delta, e.dl_bw)
+        } else if scale_invariant {
+            ((delta as u128 * speed as u128) / CAPACITY_SCALE as u128) as u64
+        } else {
+            delta
+        };
+        e.runtime = e.runtime.saturating_sub(charge.min(i64::MAX as u64) as i64);
+    }
+
+    /// Execution time after which `e` has used up its runtime at `speed`.
+    pub fn time_to_exhaust(&self, e: &DlEntity, speed: u64, scale_invariant: bool) -> u64 {
+        let rate = if e.reclaim {
+            self.grub_rate(e.dl_bw)
+        } else if scale_invariant {
+            (speed << BW_SHIFT) / CAPACITY_SCALE as u64
+        } else {
+            1 << BW_SHIFT
+        };
+        time_to_exhaust(e.runtime, rate)
+    }
+
+    /// Moves this CPU's share of its root domain's unallocated bandwidth by `delta`.
+    pub fn add_extra(&mut self, delta: i64) {
+        self.extra_bw = (self.extra_bw as i64 + delta).clamp(0, self.max_bw as i64) as u64;
+    }
+
     /// The runtime a reclaiming entity is charged for `delta` ns of execution (`grub_reclaim()`).
     pub fn grub_charge(&self, delta: u64, dl_bw: u64) -> u64 {
         let u_act = self.grub_rate(dl_bw);
@@ -182,6 +248,52 @@ impl DlRq {
         };
         (u_act * self.bw_ratio) >> RATIO_SHIFT
     }
+}
+
+/// A root domain (`struct root_domain`): the CPUs one exclusive cpuset groups, and its
+/// SCHED_DEADLINE bandwidth (`struct dl_bw`), against which admission control runs.
+#[derive(Debug, Clone)]
+pub(crate) struct RootDomain {
+    pub cpus: Vec<usize>,
+    /// `dl_bw->bw`: the per-CPU cap, to_ratio(rt_period, rt_runtime); `None` without a cap
+    /// (`sched_rt_runtime_us = -1`).
+    pub bw: Option<u64>,
+    /// `dl_bw->total_bw`: Σ dl_bw of the domain's SCHED_DEADLINE tasks and servers.
+    pub total_bw: u64,
+    /// Σ capacity of the domain's CPUs (`dl_bw_capacity()`).
+    pub capacity: u64,
+    /// The fair servers' part of `total_bw`.
+    pub servers_bw: u64,
+}
+
+impl RootDomain {
+    /// `__dl_overflow()`: would replacing `old_bw` by `new_bw` exceed the domain's capacity?
+    pub fn overflows(&self, old_bw: u64, new_bw: u64) -> bool {
+        match self.bw {
+            None => false,
+            Some(bw) => cap_scale(bw, self.capacity) < (self.total_bw - old_bw.min(self.total_bw)) + new_bw,
+        }
+    }
+
+    /// Bandwidth left to tasks: cap_scale(bw, capacity) less the fair servers (BW_SHIFT fixed
+    /// point), what `Kernel::dl_bandwidth_limit` reports.
+    pub fn task_limit(&self) -> u64 {
+        self.bw.map_or(u64::MAX, |bw| {
+            cap_scale(bw, self.capacity).saturating_sub(self.servers_bw)
+        })
+    }
+
+    /// `__dl_add()` / `__dl_sub()` with the change of each CPU's extra (unallocated) bandwidth,
+    /// which GRUB shares evenly over the domain's CPUs.
+    pub fn change(&mut self, old_bw: u64, new_bw: u64) -> i64 {
+        self.total_bw = self.total_bw - old_bw.min(self.total_bw) + new_bw;
+        (old_bw as i64 - new_bw as i64) / self.cpus.len().max(1) as i64
+    }
+}
+
+/// `cap_scale()`: a per-CPU bandwidth times a capacity on the 1024 scale.
+fn cap_scale(bw: u64, capacity: u64) -> u64 {
+    ((bw as u128 * capacity as u128) >> 10) as u64
 }
 
 /// Execution time after which `runtime` is used up at charge rate `rate` (BW_SHIFT fixed point).

@@ -9,6 +9,33 @@ use crate::record::ThreadId;
 /// Default `sched_rr_timeslice_ms` (100 ms).
 pub(crate) const RR_TIMESLICE_NS: u64 = 100_000_000;
 
+/// `struct sched_rt_entity`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RtEntity {
+    pub prio: u8,
+    /// SCHED_RR rather than SCHED_FIFO.
+    pub rr: bool,
+    /// Position in its priority list (smaller runs first).
+    pub order: i64,
+    /// Execution since the RR slice was last refilled.
+    pub slice_used: u64,
+}
+
+impl RtEntity {
+    pub fn new(prio: u8, rr: bool) -> Self {
+        RtEntity {
+            prio,
+            rr,
+            order: 0,
+            slice_used: 0,
+        }
+    }
+    /// 99 − priority: smaller is more urgent.
+    pub fn key(&self) -> u8 {
+        99 - self.prio.min(99)
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct RtRq {
     /// (inverted priority, order, thread): the first element is the next to run.
@@ -18,20 +45,19 @@ pub(crate) struct RtRq {
 }
 
 impl RtRq {
-    /// Enqueues at the tail (`head = false`) or head of its priority list; returns the order key.
-    pub fn enqueue(&mut self, t: ThreadId, prio: u8, head: bool) -> i64 {
-        let order = if head {
+    /// Enqueues at the tail (`head = false`) or head of its priority list.
+    pub fn enqueue(&mut self, t: ThreadId, e: &mut RtEntity, head: bool) {
+        e.order = if head {
             self.head -= 1;
             self.head
         } else {
             self.tail += 1;
             self.tail
         };
-        self.queue.insert((99 - prio.min(99), order, t));
-        order
+        self.queue.insert((e.key(), e.order, t));
     }
-    pub fn dequeue(&mut self, t: ThreadId, prio: u8, order: i64) -> bool {
-        self.queue.remove(&(99 - prio.min(99), order, t))
+    pub fn dequeue(&mut self, t: ThreadId, e: &RtEntity) -> bool {
+        self.queue.remove(&(e.key(), e.order, t))
     }
     /// (priority, thread) of the first queued task.
     pub fn first(&self) -> Option<(u8, ThreadId)> {
