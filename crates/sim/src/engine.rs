@@ -41,11 +41,12 @@ use pacer_model::reservation::{to_ratio, BW_SHIFT};
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
 use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
+use rand::Rng;
 
 use crate::class::deadline::RootDomain;
-use crate::class::fair::FairParams;
+use crate::class::fair::{FairModel, FairParams};
 use crate::class::rt::RR_TIMESLICE_NS;
-use crate::class::{select_task_rq, Block, Charge, Entity, Key, Rq, Tick};
+use crate::class::{select_task_rq, Block, Charge, Enqueue, Entity, Key, Off, Rq, Tick};
 use crate::dvfs::walt::Walt;
 use crate::dvfs::{
     opp_for_demand, CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals,
@@ -94,6 +95,9 @@ pub struct SimConfig {
     /// Period of the scheduler tick that re-evaluates schedutil on busy CPUs, ns (CONFIG_HZ=250:
     /// 4 ms). Idle CPUs get no ticks (NO_HZ).
     pub tick_ns: u64,
+    /// Time of the first fair-class tick in [0, tick_ns): `None` draws it from the seed, as the
+    /// phase of the jiffies against a workload's start is arbitrary on a real machine.
+    pub tick_phase: Option<u64>,
     /// Track PELT and WALT on every CPU even where no schedutil reads them ([`Sim::util`]).
     pub track_util: bool,
     /// Default frequency-insensitive (memory-bound) fraction m ∈ [0, 1] of every thread's work:
@@ -104,6 +108,10 @@ pub struct SimConfig {
     /// Per-CPU fair-server reservation counted by admission control (Linux ≥ 6.12): runtime and
     /// period in ns, `None` for older kernels.
     pub fair_server: Option<(u64, u64)>,
+    /// The fair class: `None` = EEVDF with Linux's defaults for `cpus` CPUs (base slice
+    /// 0.75 ms · (1 + log2(min(cpus, 8)))), as kernels ≥ 6.6 run; or CFS, or VT-CFS. Its
+    /// slices are noticed at scheduler ticks (`tick_ns`), as without HRTICK.
+    pub fair: Option<FairModel>,
     /// Charge SCHED_DEADLINE runtime scale-invariantly (δ · f/f_max · capacity/1024), as Linux
     /// does (default). `false` charges wall-clock execution, as AQuoSA did for LFS++ — the
     /// accounting under which a frequency drop makes budgets overrun (LFS++ §6.3, Fig. 10).
@@ -125,10 +133,12 @@ impl SimConfig {
             rr_timeslice: RR_TIMESLICE_NS,
             freqs_khz: vec![1_000_000],
             fair_server: Some(pacer_model::reservation::DEFAULT_FAIR_SERVER),
+            fair: None,
             scale_invariant_runtime: true,
             platform: None,
             governors: Vec::new(),
             tick_ns: 4_000_000,
+            tick_phase: None,
             track_util: false,
             mem_bound: 0.0,
         }
@@ -355,7 +365,13 @@ impl Sim {
             return Err(SimError::BadWorkScale(cfg.work_scale.to_string()));
         }
         let max_bw = to_ratio(cfg.rt_period_us, cfg.rt_runtime_us);
-        let fair = FairParams {};
+        let fair = FairParams {
+            model: cfg.fair.unwrap_or_else(|| FairModel::eevdf(m)),
+            tick: cfg.tick_ns,
+            tick_phase: cfg.tick_phase.unwrap_or_else(|| {
+                pacer_workload::thread_rng(cfg.seed, usize::MAX).random_range(0..cfg.tick_ns.max(1))
+            }) % cfg.tick_ns.max(1),
+        };
         let f = &cfg.freqs_khz;
         if f.is_empty() || f.contains(&0) || f.windows(2).any(|w| w[0] >= w[1]) {
             return Err(SimError::BadFrequencies(f.clone()));
@@ -688,12 +704,11 @@ impl Sim {
 
     // ---- run queues ---------------------------------------------------------------------------
 
-    fn enqueue(&mut self, t: ThreadId, cpu: usize, head: bool, wakeup: bool) {
+    fn enqueue(&mut self, t: ThreadId, cpu: usize, flags: Enqueue) {
         self.set_state(t, State::Queued);
-        let now = self.now;
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
-        self.cpus[cpu].rq.enqueue(t, &mut th.se, head, wakeup, now);
+        self.cpus[cpu].rq.enqueue(t, &mut th.se, flags);
     }
 
     fn dequeue(&mut self, t: ThreadId) {
@@ -706,7 +721,11 @@ impl Sim {
         let from = self.threads[t as usize].cpu as usize;
         self.dequeue(t);
         self.move_bw(t, from, to);
-        self.enqueue(t, to, false, false);
+        let flags = Enqueue {
+            migrated: true,
+            ..Enqueue::default()
+        };
+        self.enqueue(t, to, flags);
         self.trace(TraceEvent::Migrate {
             t: self.now,
             thread: t,
@@ -962,10 +981,12 @@ impl Sim {
             speed: c.speed,
             scale_invariant: self.cfg.scale_invariant_runtime,
         };
-        let dt = th
-            .overhead
-            .saturating_add(work)
-            .min(c.rq.expiry(&th.se, charge, self.cfg.rr_timeslice));
+        let dt = th.overhead.saturating_add(work).min(c.rq.expiry(
+            &th.se,
+            charge,
+            self.cfg.rr_timeslice,
+            self.now,
+        ));
         let at = self.now.saturating_add(dt);
         let c = &mut self.cpus[cpu];
         if c.armed == Some(at) {
@@ -979,9 +1000,8 @@ impl Sim {
 
     // ---- switching ----------------------------------------------------------------------------
 
-    /// Takes the running thread off `cpu`; a preempted thread goes back on the queue (rt: at the
-    /// head of its priority list, as the kernel keeps a preempted FIFO task first).
-    fn deschedule(&mut self, cpu: usize, preempted: bool) -> Option<ThreadId> {
+    /// Takes the running thread off `cpu`; a preempted thread goes back on the queue.
+    fn deschedule(&mut self, cpu: usize, how: Off) -> Option<ThreadId> {
         self.update_curr(cpu);
         if self.track {
             self.dvfs_account(cpu);
@@ -989,22 +1009,20 @@ impl Sim {
         let t = self.cpus[cpu].curr.take()?;
         self.curr_keys[cpu] = Key::Idle;
         let th = &mut self.threads[t as usize];
-        if preempted {
+        if how == Off::Preempted {
             th.stats.involuntary_switches += 1;
             if let Some(j) = &mut th.job {
                 j.preemptions += 1;
             }
             self.set_state(t, State::Queued);
-            let now = self.now;
-            let th = &mut self.threads[t as usize];
-            th.cpu = cpu as u32;
-            self.cpus[cpu].rq.put_prev(t, &mut th.se, now);
         }
+        let th = &mut self.threads[t as usize];
+        th.cpu = cpu as u32;
+        self.cpus[cpu].rq.put_prev(t, &mut th.se, how);
         Some(t)
     }
 
     fn switch_in(&mut self, cpu: usize, t: ThreadId) {
-        self.dequeue(t);
         if self.track {
             self.dvfs_account(cpu);
         }
@@ -1015,7 +1033,7 @@ impl Sim {
         th.cpu = cpu as u32;
         th.stats.switches += 1;
         th.overhead += cs;
-        self.cpus[cpu].rq.set_next(&mut th.se);
+        self.cpus[cpu].rq.set_next(t, &mut th.se);
         let cooperative_begin = th.cooperative && th.job.is_some_and(|j| j.start.is_none());
         if let Some(j) = &mut th.job {
             if j.start.is_none() {
@@ -1057,9 +1075,13 @@ impl Sim {
         }
         let curr = self.cpus[cpu].curr;
         let ck = self.curr_key(cpu);
-        if let Some((k, t)) = self.best_queued(cpu) {
+        let best = match curr {
+            None => self.cpus[cpu].rq.pick_next(),
+            Some(_) => self.best_queued(cpu),
+        };
+        if let Some((k, t)) = best {
             if curr.is_none() || k.preempts(ck) {
-                let preempted = curr.and_then(|_| self.deschedule(cpu, true));
+                let preempted = curr.and_then(|_| self.deschedule(cpu, Off::Preempted));
                 self.switch_in(cpu, t);
                 if let Some(p) = preempted {
                     self.push(p);
@@ -1313,6 +1335,9 @@ impl Sim {
                     self.start_job(t, next);
                 }
                 Event::Yield => return Step::Yield,
+                Event::Boost { budget } => {
+                    th.se.set_boost(Some(budget.ns()));
+                }
                 Event::WorkUnits { units } => {
                     th.units = *units;
                     self.pending_app.push(AppEvent::WorkUnits {
@@ -1413,9 +1438,19 @@ impl Sim {
         }
         let th = &mut self.threads[t as usize];
         self.cpus[cpu].rq.task_waking(&mut th.se, now);
-        let target = self.select_cpu(t);
+        // A sleeper still queued (DELAY_DEQUEUE) wakes in place (`ttwu_runnable()`).
+        let target = if self.cpus[cpu].rq.holds_delayed(t) {
+            cpu
+        } else {
+            self.select_cpu(t)
+        };
         self.move_bw(t, cpu, target);
-        self.enqueue(t, target, false, true);
+        let flags = Enqueue {
+            wakeup: true,
+            migrated: target != cpu,
+            ..Enqueue::default()
+        };
+        self.enqueue(t, target, flags);
         self.wakeup_preempt(target, t);
         self.resched(target);
     }
@@ -1425,11 +1460,12 @@ impl Sim {
     fn wakeup_preempt(&mut self, cpu: usize, t: ThreadId) {
         let Some(curr) = self.cpus[cpu].curr else { return };
         self.update_curr(cpu);
+        let woken = self.threads[t as usize].se;
         let c = &self.cpus[cpu];
         if c.rq
-            .wakeup_preempt(&self.threads[curr as usize].se, &self.threads[t as usize].se)
+            .wakeup_preempt(&mut self.threads[curr as usize].se, t, &woken)
         {
-            self.deschedule(cpu, true);
+            self.deschedule(cpu, Off::Preempted);
         }
     }
 
@@ -1504,7 +1540,7 @@ impl Sim {
 
     /// The running thread on `cpu` used up its runtime: throttle it (`dl_runtime_exceeded()`).
     fn throttle(&mut self, cpu: usize, t: ThreadId) {
-        self.deschedule(cpu, false);
+        self.deschedule(cpu, Off::Block);
         let th = &mut self.threads[t as usize];
         th.stats.involuntary_switches += 1;
         if let Some(j) = &mut th.job {
@@ -1531,7 +1567,11 @@ impl Sim {
             let cpu = self.threads[t as usize].cpu as usize;
             let target = self.select_cpu(t);
             self.move_bw(t, cpu, target);
-            self.enqueue(t, target, false, false);
+            let flags = Enqueue {
+                migrated: target != cpu,
+                ..Enqueue::default()
+            };
+            self.enqueue(t, target, flags);
             self.resched(target);
         }
     }
@@ -1551,13 +1591,13 @@ impl Sim {
             match self.step(t) {
                 Step::Run => {}
                 Step::Block(until, release) => {
-                    self.deschedule(cpu, false);
+                    self.deschedule(cpu, Off::Block);
                     self.sleep(t, until, release);
                     self.resched(cpu);
                     return;
                 }
                 Step::Exit => {
-                    self.deschedule(cpu, false);
+                    self.deschedule(cpu, Off::Block);
                     self.exit(t);
                     self.resched(cpu);
                     return;
@@ -1568,31 +1608,33 @@ impl Sim {
                 }
             }
         }
-        let rr = self.cfg.rr_timeslice;
+        let (rr, now) = (self.cfg.rr_timeslice, self.now);
         let th = &mut self.threads[t as usize];
-        match self.cpus[cpu].rq.task_tick(&mut th.se, rr) {
+        match self.cpus[cpu].rq.task_tick(&mut th.se, rr, now) {
             Tick::Stay => {}
             Tick::Throttle => self.throttle(cpu, t),
             Tick::Requeue => {
                 // Round-robin / fair rotation: back to the tail of the queue.
-                self.deschedule(cpu, false);
+                self.deschedule(cpu, Off::Requeue);
                 let th = &mut self.threads[t as usize];
                 th.stats.involuntary_switches += 1;
                 if let Some(j) = &mut th.job {
                     j.preemptions += 1;
                 }
-                self.enqueue(t, cpu, false, false);
+                self.enqueue(t, cpu, Enqueue::default());
             }
         }
         self.resched(cpu);
     }
 
     fn yield_running(&mut self, cpu: usize, t: ThreadId) {
-        match self.threads[t as usize].se.yield_task() {
+        self.update_curr(cpu);
+        let th = &mut self.threads[t as usize];
+        match self.cpus[cpu].rq.yield_task(&mut th.se) {
             Tick::Throttle => self.throttle(cpu, t),
             _ => {
-                self.deschedule(cpu, false);
-                self.enqueue(t, cpu, false, false);
+                self.deschedule(cpu, Off::Requeue);
+                self.enqueue(t, cpu, Enqueue::default());
             }
         }
         self.resched(cpu);
@@ -1823,6 +1865,22 @@ impl Sim {
     /// The platform simulated (with `freqs_khz` filled in for clusters without OPPs).
     pub fn platform(&self) -> &Platform {
         &self.platform
+    }
+
+    /// Gives a SCHED_OTHER thread a custom slice (`sched_attr.sched_runtime`, Linux ≥ 6.12),
+    /// clamped to 0.1–100 ms as the kernel does, or restores the base slice (`None`). It takes
+    /// effect at the thread's next request (placement or deadline renewal).
+    pub fn set_fair_slice(&mut self, t: ThreadId, slice: Option<u64>) -> Result<(), SimError> {
+        let fair = self.fair;
+        let th = self.threads.get_mut(t as usize).ok_or(SimError::NoSuchThread(t))?;
+        if th.se.set_fair_slice(slice, &fair) {
+            Ok(())
+        } else {
+            Err(SimError::BadThread {
+                thread: self.workload.threads[t as usize].name.clone(),
+                message: "a custom slice needs SCHED_OTHER or SCHED_IDLE".into(),
+            })
+        }
     }
 
     /// Sets the frequency-insensitive fraction of a thread's work (see `SimConfig::mem_bound`),
@@ -2138,10 +2196,10 @@ impl Sim {
         }
         match state {
             State::Running => {
-                self.deschedule(cpu, false);
+                self.deschedule(cpu, Off::Block);
             }
             State::Queued => self.dequeue(t),
-            _ => {}
+            _ => self.cpus[cpu].rq.drop_delayed(t),
         }
         // Take the old entity's bandwidth out of the run queue's sums, put the new one's in.
         self.update_curr(cpu);
@@ -2165,7 +2223,11 @@ impl Sim {
         if runnable {
             let target = self.select_cpu(t);
             self.move_bw(t, cpu, target);
-            self.enqueue(t, target, false, false);
+            let flags = Enqueue {
+                migrated: target != cpu,
+                ..Enqueue::default()
+            };
+            self.enqueue(t, target, flags);
             if target != cpu {
                 self.resched(cpu);
             }

@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod output;
 pub mod record;
 
+pub use class::fair::{CfsTunables, FairModel};
 pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
     WaltPolicy,

@@ -191,6 +191,11 @@ pub enum Event {
     /// The thread announces that its coming jobs will do `units` work units (the audio paper's
     /// workUnits hint); delivered at once to the adaptation engine, and used by [`Work::Linear`].
     WorkUnits { units: u64 },
+    /// Framework-assisted boosting (VT-CFS paper §IV): from now on the thread is marked
+    /// interactive with budget C = `budget`, so its fair-class weight is raised at each wake-up
+    /// by eq. 6 and restored when it blocks or its slice runs out; a zero budget unmarks it.
+    /// The simulator applies it; on Linux it needs the paper's kernel change and is a no-op.
+    Boost { budget: Duration },
 }
 
 impl Work {
@@ -214,7 +219,7 @@ impl Event {
             Event::Run { work } => work.can_take_time(),
             Event::Runtime { duration } | Event::Sleep { duration } => !duration.is_zero(),
             Event::Timer { period, .. } => !period.is_zero(),
-            Event::Yield | Event::WorkUnits { .. } => false,
+            Event::Yield | Event::WorkUnits { .. } | Event::Boost { .. } => false,
         }
     }
 }

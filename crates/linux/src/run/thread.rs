@@ -628,6 +628,9 @@ impl<'a> Interp<'a> {
                     self.sample_cpu();
                 }
                 Event::WorkUnits { units } => self.units = *units,
+                // The boost lives in the kernel's wake-up path (VT-CFS §IV); stock Linux has
+                // none, and a user-space renice would not be the paper's mechanism.
+                Event::Boost { .. } => {}
             }
         }
     }

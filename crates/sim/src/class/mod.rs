@@ -70,6 +70,28 @@ pub(crate) enum Tick {
     Requeue,
 }
 
+/// How a thread joins a run queue (`ENQUEUE_*` flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Enqueue {
+    /// At the head of its priority list (rt: it was preempted).
+    pub head: bool,
+    /// It is waking up (`ENQUEUE_WAKEUP`).
+    pub wakeup: bool,
+    /// It comes from another CPU (`ENQUEUE_MIGRATED`).
+    pub migrated: bool,
+}
+
+/// How the running thread leaves its CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Off {
+    /// Preempted: back on the queue as it is (`put_prev_task()`).
+    Preempted,
+    /// Its slice ran out or it yielded: the caller queues it again as it is.
+    Requeue,
+    /// It blocks, exits, is throttled or changes class (`dequeue_task(DEQUEUE_SLEEP)`).
+    Block,
+}
+
 /// What a blocking thread's class asks for (`dequeue_task(DEQUEUE_SLEEP)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Block {
@@ -191,22 +213,27 @@ impl Entity {
         }
     }
 
-    /// `sched_yield()`: what the class does with the caller.
-    pub fn yield_task(&mut self) -> Tick {
+    /// A fair thread's custom slice (`sched_attr.sched_runtime` of SCHED_OTHER), clamped to
+    /// 0.1–100 ms; `None` restores the base slice. False for other classes.
+    pub fn set_fair_slice(&mut self, slice: Option<u64>, p: &FairParams) -> bool {
         match self {
-            // SCHED_DEADLINE gives up the rest of its runtime (`yield_task_dl()`).
-            Entity::Dl(e) => {
-                e.runtime = 0;
-                Tick::Throttle
-            }
-            Entity::Rt(e) => {
-                e.slice_used = 0;
-                Tick::Requeue
-            }
             Entity::Fair(e) => {
-                e.yield_task();
-                Tick::Requeue
+                e.set_slice(slice, p);
+                true
             }
+            _ => false,
+        }
+    }
+
+    /// Marks a fair thread interactive with budget C (ns) for framework-assisted boosting
+    /// (VT-CFS paper §IV, eq. 6), or unmarks it; false for other classes.
+    pub fn set_boost(&mut self, c: Option<u64>) -> bool {
+        match self {
+            Entity::Fair(e) => {
+                e.boost = c.filter(|&c| c > 0);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -242,17 +269,16 @@ impl Rq {
         }
     }
 
-    /// `enqueue_task()`: `head` puts an rt task first in its priority list (a preempted one);
-    /// `wakeup` says the thread is waking (the fair class places it).
-    pub fn enqueue(&mut self, t: ThreadId, se: &mut Entity, head: bool, wakeup: bool, now: u64) {
+    /// `enqueue_task()`.
+    pub fn enqueue(&mut self, t: ThreadId, se: &mut Entity, f: Enqueue) {
         match se {
             Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
-            Entity::Rt(e) => self.rt.enqueue(t, e, head),
-            Entity::Fair(e) => self.fair.enqueue(t, e, wakeup, now),
+            Entity::Rt(e) => self.rt.enqueue(t, e, f.head),
+            Entity::Fair(e) => self.fair.enqueue(t, e, f),
         }
     }
 
-    /// `dequeue_task()`.
+    /// `dequeue_task()` of a queued thread that moves to another CPU or class.
     pub fn dequeue(&mut self, t: ThreadId, se: &mut Entity) {
         match se {
             Entity::Dl(e) => {
@@ -276,6 +302,26 @@ impl Rq {
         self.fair.pick().map(|(k, t)| (Key::Fair(k), t))
     }
 
+    /// `pick_next_task()` when the CPU is about to run what it picks: like [`Rq::pick`], and
+    /// the fair class lets the delayed sleepers it meets leave its queue.
+    pub fn pick_next(&mut self) -> Option<(Key, ThreadId)> {
+        if self.dl.first().is_some() || self.rt.first().is_some() {
+            return self.pick();
+        }
+        self.fair.pick_next().map(|(k, t)| (Key::Fair(k), t))
+    }
+
+    /// Whether a sleeping thread is still queued here (a fair sleeper under DELAY_DEQUEUE): its
+    /// wake-up finds it in place, on this CPU.
+    pub fn holds_delayed(&self, t: ThreadId) -> bool {
+        self.fair.holds_delayed(t)
+    }
+
+    /// A sleeping thread that is still queued leaves for good (it changes class).
+    pub fn drop_delayed(&mut self, t: ThreadId) {
+        self.fair.drop_delayed(t);
+    }
+
     /// The most urgent queued thread that `allowed` accepts (what a pull may take).
     pub fn first_allowed(&self, allowed: impl Fn(ThreadId) -> bool) -> Option<(Key, ThreadId)> {
         if let Some(&(d, t)) = self.dl.iter().find(|&&(_, t)| allowed(t)) {
@@ -287,20 +333,56 @@ impl Rq {
         self.fair.first_allowed(allowed).map(|(k, t)| (Key::Fair(k), t))
     }
 
-    /// `put_prev_task()` of a preempted thread: back on its queue (rt: at the head of its
-    /// priority list, as the kernel keeps a preempted FIFO task first).
-    pub fn put_prev(&mut self, t: ThreadId, se: &mut Entity, now: u64) {
-        let head = matches!(se, Entity::Rt(_));
-        if let Entity::Fair(e) = se {
-            self.fair.put_prev(e);
+    /// The running thread leaves the CPU. A preempted one goes back on its queue (rt: at the
+    /// head of its priority list, as the kernel keeps a preempted FIFO task first).
+    pub fn put_prev(&mut self, t: ThreadId, se: &mut Entity, how: Off) {
+        match (&mut *se, how) {
+            (Entity::Fair(e), Off::Block) => self.fair.put_prev_blocking(t, e),
+            (Entity::Fair(e), _) => self.fair.put_prev(e),
+            _ => {}
         }
-        self.enqueue(t, se, head, false, now);
+        if how == Off::Preempted {
+            let head = matches!(se, Entity::Rt(_));
+            self.enqueue(
+                t,
+                se,
+                Enqueue {
+                    head,
+                    ..Enqueue::default()
+                },
+            );
+        }
     }
 
-    /// `set_next_task()`: the thread is switched in.
-    pub fn set_next(&mut self, se: &mut Entity) {
-        if let Entity::Fair(e) = se {
-            self.fair.set_next(e);
+    /// `set_next_task()`: the queued thread `t` is switched in.
+    pub fn set_next(&mut self, t: ThreadId, se: &mut Entity) {
+        match se {
+            Entity::Dl(e) => {
+                self.dl.dequeue(t, e.deadline);
+            }
+            Entity::Rt(e) => {
+                self.rt.dequeue(t, e);
+            }
+            Entity::Fair(e) => self.fair.set_next(t, e),
+        }
+    }
+
+    /// `sched_yield()`: what the class does with the caller.
+    pub fn yield_task(&mut self, se: &mut Entity) -> Tick {
+        match se {
+            // SCHED_DEADLINE gives up the rest of its runtime (`yield_task_dl()`).
+            Entity::Dl(e) => {
+                e.runtime = 0;
+                Tick::Throttle
+            }
+            Entity::Rt(e) => {
+                e.slice_used = 0;
+                Tick::Requeue
+            }
+            Entity::Fair(e) => {
+                self.fair.yield_task(e);
+                Tick::Requeue
+            }
         }
     }
 
@@ -315,17 +397,17 @@ impl Rq {
 
     /// Running time after which the class wants to look at the running thread again (runtime
     /// exhausted, slice over); `u64::MAX` for never.
-    pub fn expiry(&self, se: &Entity, c: Charge, rr_timeslice: u64) -> u64 {
+    pub fn expiry(&self, se: &Entity, c: Charge, rr_timeslice: u64, now: u64) -> u64 {
         match se {
             Entity::Dl(e) => self.dl.time_to_exhaust(e, c.speed, c.scale_invariant),
             Entity::Rt(e) if e.rr && self.rt.has_prio(e.prio) => rr_timeslice.saturating_sub(e.slice_used),
             Entity::Rt(_) => u64::MAX,
-            Entity::Fair(e) => self.fair.expiry(e),
+            Entity::Fair(e) => self.fair.expiry(e, now),
         }
     }
 
     /// The running thread's class looks at it at a CPU-local expiry (`task_tick()`).
-    pub fn task_tick(&mut self, se: &mut Entity, rr_timeslice: u64) -> Tick {
+    pub fn task_tick(&mut self, se: &mut Entity, rr_timeslice: u64, now: u64) -> Tick {
         match se {
             Entity::Dl(e) if e.runtime <= 0 => Tick::Throttle,
             Entity::Dl(_) => Tick::Stay,
@@ -334,15 +416,15 @@ impl Rq {
                 Tick::Requeue
             }
             Entity::Rt(_) => Tick::Stay,
-            Entity::Fair(e) => self.fair.task_tick(e),
+            Entity::Fair(e) => self.fair.task_tick(e, now),
         }
     }
 
     /// `wakeup_preempt()` within a class that decides it itself (fair): should `woken`, just
     /// enqueued, take the CPU from `curr`?
-    pub fn wakeup_preempt(&self, curr: &Entity, woken: &Entity) -> bool {
+    pub fn wakeup_preempt(&self, curr: &mut Entity, t: ThreadId, woken: &Entity) -> bool {
         match (curr, woken) {
-            (Entity::Fair(c), Entity::Fair(w)) => self.fair.wakeup_preempt(c, w),
+            (Entity::Fair(c), Entity::Fair(w)) => self.fair.wakeup_preempt(c, t, w),
             _ => false,
         }
     }
