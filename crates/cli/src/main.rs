@@ -17,6 +17,7 @@ mod output;
 mod period;
 mod run;
 mod sim;
+mod sim_kernel;
 mod table;
 
 use std::process::ExitCode;

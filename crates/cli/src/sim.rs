@@ -102,6 +102,8 @@ pub struct Args {
     /// Machine-readable JSON summary on standard output.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub kernel: crate::sim_kernel::KernelArgs,
 }
 
 /// Built-in experiments of `pacer sim`.
@@ -351,6 +353,8 @@ pub(crate) struct RunInfo {
     pub ignored_keys: Vec<String>,
     /// The machine overheads simulated (all 0 and a scale of 1 unless given).
     pub overheads: SimOverheads,
+    /// The simulated kernel's scheduler settings.
+    pub kernel: crate::sim_kernel::KernelInfo,
 }
 
 #[derive(Serialize)]
@@ -409,6 +413,7 @@ impl Args {
             jobs: None,
             trace: None,
             json: false,
+            kernel: Default::default(),
         }
     }
 }
@@ -447,11 +452,12 @@ pub fn run(mut a: Args) -> Result<()> {
         );
     } else {
         println!(
-            "simulated {} on {} CPU{} ({}seed {}): {} jobs, {} events in {:.3} s wall ({:.0} jobs/s, {:.0} events/s)\n",
+            "simulated {} on {} CPU{} ({}fair class {}, seed {}): {} jobs, {} events in {:.3} s wall ({:.0} jobs/s, {:.0} events/s)\n",
             Duration(info.simulated_ns),
             a.cpus,
             if a.cpus == 1 { "" } else { "s" },
             info.policy.as_ref().map(|p| format!("{p}, ")).unwrap_or_default(),
+            info.kernel.fair,
             a.seed,
             info.jobs,
             info.events,
@@ -552,6 +558,7 @@ pub(crate) fn simulate(
     cfg.migration_cost = a.migration_cost.ns();
     cfg.wakeup_latency = a.wakeup_latency.ns();
     cfg.work_scale = a.work_scale;
+    let kernel = a.kernel.apply(&mut cfg, m)?;
     let ignored = workload.ignored.clone();
     let mut sim = match Sim::new(workload, cfg) {
         Ok(s) => s,
@@ -640,6 +647,7 @@ pub(crate) fn simulate(
             wakeup_latency_ns: a.wakeup_latency.ns(),
             work_scale: a.work_scale,
         },
+        kernel,
     };
     Ok((report, info))
 }

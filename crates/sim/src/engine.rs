@@ -112,6 +112,10 @@ pub struct SimConfig {
     /// 0.75 ms · (1 + log2(min(cpus, 8)))), as kernels ≥ 6.6 run; or CFS, or VT-CFS. Its
     /// slices are noticed at scheduler ticks (`tick_ns`), as without HRTICK.
     pub fair: Option<FairModel>,
+    /// RT throttling of each CPU's root rt_rq (`sched_rt_runtime_us` per `sched_rt_period_us`),
+    /// as kernels built with CONFIG_RT_GROUP_SCHED have it. Off by default: since 6.12 mainline
+    /// kernels without it rely on the fair server alone.
+    pub rt_throttling: bool,
     /// Charge SCHED_DEADLINE runtime scale-invariantly (δ · f/f_max · capacity/1024), as Linux
     /// does (default). `false` charges wall-clock execution, as AQuoSA did for LFS++ — the
     /// accounting under which a frequency drop makes budgets overrun (LFS++ §6.3, Fig. 10).
@@ -134,6 +138,7 @@ impl SimConfig {
             freqs_khz: vec![1_000_000],
             fair_server: Some(pacer_model::reservation::DEFAULT_FAIR_SERVER),
             fair: None,
+            rt_throttling: false,
             scale_invariant_runtime: true,
             platform: None,
             governors: Vec::new(),
@@ -284,6 +289,9 @@ struct Cpu {
     armed: Option<u64>,
     capacity: u64,
     rq: Rq,
+    /// Time of the live per-CPU class timer (fair server, RT period), if one is armed.
+    rq_timer: Option<u64>,
+    rq_gen: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -297,6 +305,8 @@ enum Kind {
     /// Scheduler tick of a busy CPU of a schedutil cluster.
     Tick = 5,
     Controller = 6,
+    /// A per-CPU timer of the classes: the fair server's, RT throttling's period (id = CPU).
+    RqTimer = 7,
 }
 
 /// (time, kind, sequence, id, generation)
@@ -534,7 +544,15 @@ impl Sim {
                 speed: domains[c.cluster].speed(c.capacity),
                 work_speed: domains[c.cluster].speed(c.capacity),
                 busy_acc: 0,
-                rq: Rq::new(max_bw, fair),
+                rq: Rq::new(
+                    max_bw,
+                    fair,
+                    cfg.fair_server,
+                    cfg.rt_throttling
+                        .then_some((cfg.rt_runtime_us * 1000, cfg.rt_period_us * 1000)),
+                ),
+                rq_timer: None,
+                rq_gen: 0,
             })
             .collect();
         // Root domains are the connected components of CPUs linked by some thread's affinity
@@ -652,6 +670,7 @@ impl Sim {
                 Kind::Replenish | Kind::Inactive => self.threads[id as usize].timer_gen == gen,
                 Kind::FreqSwitch => self.domains[id as usize].switch_gen == gen,
                 Kind::Tick => self.dvfs[id as usize].tick_gen == gen,
+                Kind::RqTimer => self.cpus[id as usize].rq_gen == gen,
                 Kind::Wakeup | Kind::Controller => true,
             };
             if !live {
@@ -670,6 +689,7 @@ impl Sim {
                 Kind::Controller => self.run_controller(id as usize),
                 Kind::FreqSwitch => self.freq_switch_event(id as usize),
                 Kind::Tick => self.tick_event(id as usize),
+                Kind::RqTimer => self.rq_timer_event(id as usize),
             }
             self.dispatch_app_events();
             if self.dvfs_on {
@@ -708,7 +728,7 @@ impl Sim {
         self.set_state(t, State::Queued);
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
-        self.cpus[cpu].rq.enqueue(t, &mut th.se, flags);
+        self.cpus[cpu].rq.enqueue(t, &mut th.se, flags, self.now);
     }
 
     fn dequeue(&mut self, t: ThreadId) {
@@ -957,6 +977,7 @@ impl Sim {
         let charge = Charge {
             speed: c.speed,
             scale_invariant,
+            now,
         };
         c.rq.update_curr(&mut th.se, delta, charge);
     }
@@ -980,6 +1001,7 @@ impl Sim {
         let charge = Charge {
             speed: c.speed,
             scale_invariant: self.cfg.scale_invariant_runtime,
+            now: self.now,
         };
         let dt = th.overhead.saturating_add(work).min(c.rq.expiry(
             &th.se,
@@ -988,6 +1010,7 @@ impl Sim {
             self.now,
         ));
         let at = self.now.saturating_add(dt);
+        self.arm_rq_timer(cpu);
         let c = &mut self.cpus[cpu];
         if c.armed == Some(at) {
             return;
@@ -996,6 +1019,42 @@ impl Sim {
         c.armed = Some(at);
         let gen = c.gen;
         self.push_event(at, Kind::CpuLocal, cpu as u32, gen);
+    }
+
+    /// Keeps one event armed at the CPU's next class timer.
+    fn arm_rq_timer(&mut self, cpu: usize) {
+        let want = self.cpus[cpu].rq.next_timer();
+        let c = &mut self.cpus[cpu];
+        if want == c.rq_timer {
+            return;
+        }
+        c.rq_timer = want;
+        c.rq_gen += 1;
+        let gen = c.rq_gen;
+        if let Some(at) = want {
+            let at = at.max(self.now);
+            self.push_event(at, Kind::RqTimer, cpu as u32, gen);
+        }
+    }
+
+    fn rq_timer_event(&mut self, cpu: usize) {
+        self.update_curr(cpu);
+        self.cpus[cpu].rq_timer = None;
+        let curr = self.cpus[cpu].curr.map(|t| self.threads[t as usize].se.class());
+        let now = self.now;
+        if self.cpus[cpu].rq.fire_timers(now, curr) {
+            // The CPU's classes changed: a running thread the change favours keeps the CPU
+            // under its new key; otherwise the CPU picks again.
+            if let Some(t) = self.cpus[cpu].curr {
+                let th = &self.threads[t as usize];
+                if self.cpus[cpu].rq.rekey_curr(&th.se) {
+                    self.curr_keys[cpu] = self.cpus[cpu].rq.curr_key(&th.se);
+                }
+            }
+            self.resched(cpu);
+        } else {
+            self.reprogram(cpu);
+        }
     }
 
     // ---- switching ----------------------------------------------------------------------------
@@ -1053,7 +1112,7 @@ impl Sim {
         c.work_speed = work_speed(c.speed, c.capacity, mem);
         // A running thread's key does not change while it runs, except the fair class's, which
         // only orders CPU selection (the fair class decides preemption among its own threads).
-        self.curr_keys[cpu] = self.key(t);
+        self.curr_keys[cpu] = self.cpus[cpu].rq.curr_key(&self.threads[t as usize].se);
         if cooperative_begin {
             let th = &self.threads[t as usize];
             let dl = dl_state(&th.se);
@@ -1872,7 +1931,10 @@ impl Sim {
     /// effect at the thread's next request (placement or deadline renewal).
     pub fn set_fair_slice(&mut self, t: ThreadId, slice: Option<u64>) -> Result<(), SimError> {
         let fair = self.fair;
-        let th = self.threads.get_mut(t as usize).ok_or(SimError::NoSuchThread(t))?;
+        let th = self
+            .threads
+            .get_mut(t as usize)
+            .ok_or(SimError::NoSuchThread(t))?;
         if th.se.set_fair_slice(slice, &fair) {
             Ok(())
         } else {

@@ -250,6 +250,163 @@ impl DlRq {
     }
 }
 
+/// The fair server (`rq->fair_server`, Linux ≥ 6.12, deadline.c `dl_server_*`): a per-CPU
+/// SCHED_DEADLINE entity of runtime Q per period P (50 ms / 1 s) that runs the fair class when
+/// higher classes starve it. It is deferred (`dl_defer`): fair execution outside it consumes its
+/// runtime in the background, and only when that has not used Q by the zero-laxity time
+/// deadline − runtime does it become an ordinary EDF entity that outranks every rt task, for Q.
+/// While starvation lasts it then runs Q at the start of each period (`dl_defer_running`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FairServer {
+    pub q: u64,
+    pub p: u64,
+    pub runtime: i64,
+    pub deadline: u64,
+    pub state: ServerState,
+    /// `dl_defer_running`: replenishments no longer defer.
+    defer_running: bool,
+}
+
+/// Where the fair server is in its life cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServerState {
+    /// Stopped (`dl_server_stop()`), or never started.
+    Off,
+    /// Active, throttled until its zero-laxity time (`dl_defer_armed`).
+    Deferred { at: u64 },
+    /// An EDF entity competing with deadline tasks.
+    Running,
+    /// Out of runtime until `until` (its next period).
+    Throttled { until: u64 },
+}
+
+/// `dl_server_min_res`: a deferred timer more than this early is pushed, not acted on.
+const SERVER_MIN_RES: u64 = 1_000_000;
+
+impl FairServer {
+    pub fn new(q: u64, p: u64) -> Self {
+        FairServer {
+            q,
+            p,
+            runtime: 0,
+            deadline: 0,
+            state: ServerState::Off,
+            defer_running: false,
+        }
+    }
+
+    /// A fresh deferred period from `now`.
+    fn defer_from(&mut self, now: u64) {
+        self.defer_running = false;
+        self.deadline = now + self.p;
+        self.runtime = self.q as i64;
+        self.state = ServerState::Deferred {
+            at: self.deadline - self.q,
+        };
+    }
+
+    /// `dl_server_start()`: the CPU's fair class got a task while it had none.
+    pub fn start(&mut self, now: u64) {
+        if self.state != ServerState::Off {
+            return;
+        }
+        // `update_dl_entity()`: a passed deadline or an overflowing (deadline, runtime) starts
+        // afresh, deferred.
+        let left = self.deadline.saturating_sub(now);
+        let overflow = (self.runtime.max(0) as u128) * (self.p as u128) > (left as u128) * (self.q as u128);
+        if self.deadline <= now || overflow {
+            self.defer_from(now);
+        } else if self.defer_running {
+            self.state = ServerState::Running;
+        } else {
+            self.state = ServerState::Deferred {
+                at: self.deadline.saturating_sub(self.runtime.max(0) as u64),
+            };
+        }
+    }
+
+    /// `dl_server_stop()`.
+    pub fn stop(&mut self) {
+        self.state = ServerState::Off;
+    }
+
+    /// Fair execution of `delta` ns at `now`, inside the server or in the background
+    /// (`dl_server_update()`). True when a running server ran out (the CPU must pick again).
+    pub fn charge(&mut self, delta: u64, now: u64) -> bool {
+        if self.state == ServerState::Off {
+            return false;
+        }
+        self.runtime -= delta.min(i64::MAX as u64) as i64;
+        if self.runtime > 0 {
+            return false;
+        }
+        match self.state {
+            // The fair class had its Q in the background: nothing to defer for.
+            ServerState::Deferred { .. } | ServerState::Throttled { .. } if !self.defer_running => {
+                self.defer_from(now);
+                false
+            }
+            ServerState::Running => {
+                self.state = ServerState::Throttled { until: self.deadline };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether it competes as an EDF entity now, and with which deadline.
+    pub fn runnable(&self) -> Option<u64> {
+        (self.state == ServerState::Running).then_some(self.deadline)
+    }
+
+    /// Its next timer (zero-laxity or replenishment).
+    pub fn timer(&self) -> Option<u64> {
+        match self.state {
+            ServerState::Deferred { at } | ServerState::Throttled { until: at } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Its timer fired at `now` (`dl_server_timer()`); true when it became runnable.
+    pub fn fire(&mut self, now: u64) -> bool {
+        match self.state {
+            ServerState::Deferred { .. } => {
+                let zero_laxity = self.deadline.saturating_sub(self.runtime.max(0) as u64);
+                if now + SERVER_MIN_RES < zero_laxity {
+                    self.state = ServerState::Deferred { at: zero_laxity };
+                    return false;
+                }
+                // Fresh period: at the zero-laxity point the old pair always overflows.
+                self.defer_running = true;
+                self.deadline = now + self.p;
+                self.runtime = self.q as i64;
+                self.state = ServerState::Running;
+                true
+            }
+            ServerState::Throttled { .. } => {
+                while self.runtime <= 0 {
+                    self.deadline += self.p;
+                    self.runtime += self.q as i64;
+                }
+                if self.deadline < now {
+                    self.deadline = now + self.p;
+                    self.runtime = self.q as i64;
+                }
+                if self.defer_running {
+                    self.state = ServerState::Running;
+                    true
+                } else {
+                    self.state = ServerState::Deferred {
+                        at: self.deadline.saturating_sub(self.runtime.max(0) as u64),
+                    };
+                    false
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A root domain (`struct root_domain`): the CPUs one exclusive cpuset groups, and its
 /// SCHED_DEADLINE bandwidth (`struct dl_bw`), against which admission control runs.
 #[derive(Debug, Clone)]

@@ -333,6 +333,11 @@ impl FairRq {
         }
     }
 
+    /// No fair task is queued or running here (`rq->cfs.h_nr_queued == 0`).
+    pub fn is_idle(&self) -> bool {
+        self.nr_queued() == 0
+    }
+
     /// Entities on this queue, the running and delayed ones included (`cfs_rq->nr_queued`).
     fn nr_queued(&self) -> usize {
         self.queue.len() + usize::from(self.curr.is_some())
@@ -797,10 +802,9 @@ impl FairRq {
             FairModel::Eevdf { .. } => !self.protected(e) && self.pick_beats_curr(e),
             FairModel::Cfs(c) => self.check_preempt_tick(e, c),
             FairModel::VtCfs { preemption_tick, .. } => {
-                // Fig. 5: after a preemption tick of running, yield to a smaller v.
-                (now - self.p.tick_phase).is_multiple_of(preemption_tick.max(1))
-                    && e.ran >= preemption_tick
-                    && self.queue.first().is_some_and(|&(v, _)| v < e.vruntime)
+                // Fig. 5: at each scheduler tick, once it ran a preemption tick, yield to a
+                // smaller v.
+                e.ran >= preemption_tick && self.queue.first().is_some_and(|&(v, _)| v < e.vruntime)
             }
         };
         if !preempt {

@@ -15,9 +15,9 @@ pub(crate) mod rt;
 use pacer_model::Policy;
 
 use crate::record::ThreadId;
-use deadline::{DlEntity, DlRq};
+use deadline::{DlEntity, DlRq, FairServer};
 use fair::{FairEntity, FairParams, FairRq};
-use rt::{RtEntity, RtRq};
+use rt::{RtBandwidth, RtEntity, RtRq};
 
 /// A thread's class, in priority order (smaller runs first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -250,6 +250,8 @@ pub(crate) struct Charge {
     pub speed: u64,
     /// Scale-invariant SCHED_DEADLINE accounting (`SimConfig::scale_invariant_runtime`).
     pub scale_invariant: bool,
+    /// The time charged up to.
+    pub now: u64,
 }
 
 /// One CPU's run queue (`struct rq`): one sub-queue per class.
@@ -258,23 +260,69 @@ pub(crate) struct Rq {
     pub dl: DlRq,
     pub rt: RtRq,
     pub fair: FairRq,
+    /// The fair server (Linux ≥ 6.12), when the kernel has one.
+    pub server: Option<FairServer>,
+    /// RT throttling of the root rt_rq (CONFIG_RT_GROUP_SCHED), when modelled.
+    pub rt_bw: Option<RtBandwidth>,
+    /// The running thread is a fair one running inside the fair server.
+    served: bool,
 }
 
 impl Rq {
-    pub fn new(max_bw: u64, fair: FairParams) -> Self {
+    /// `server` is the fair server's (runtime, period), `rt_bw` RT throttling's (runtime,
+    /// period), ns.
+    pub fn new(max_bw: u64, fair: FairParams, server: Option<(u64, u64)>, rt_bw: Option<(u64, u64)>) -> Self {
         Rq {
             dl: DlRq::new(max_bw),
             rt: RtRq::default(),
             fair: FairRq::new(fair),
+            server: server.filter(|s| s.0 > 0).map(|(q, p)| FairServer::new(q, p)),
+            rt_bw: rt_bw.map(|(q, p)| RtBandwidth::new(q, p)),
+            served: false,
         }
     }
 
-    /// `enqueue_task()`.
-    pub fn enqueue(&mut self, t: ThreadId, se: &mut Entity, f: Enqueue) {
+    /// `enqueue_task()` at `now`. The first fair task starts the fair server; rt work starts the
+    /// RT period timer.
+    pub fn enqueue(&mut self, t: ThreadId, se: &mut Entity, f: Enqueue, now: u64) {
         match se {
             Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
-            Entity::Rt(e) => self.rt.enqueue(t, e, f.head),
-            Entity::Fair(e) => self.fair.enqueue(t, e, f),
+            Entity::Rt(e) => {
+                self.rt.enqueue(t, e, f.head);
+                if let Some(b) = self.rt_bw.as_mut() {
+                    b.start(now);
+                }
+            }
+            Entity::Fair(e) => {
+                let first = self.fair.is_idle();
+                self.fair.enqueue(t, e, f);
+                if first {
+                    if let Some(s) = self.server.as_mut() {
+                        s.start(now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The rt class may not run now (throttled).
+    fn rt_throttled(&self) -> bool {
+        self.rt_bw.is_some_and(|b| b.throttled)
+    }
+
+    /// The fair server competes now, with this deadline, and has a fair task to run.
+    fn server_deadline(&self) -> Option<u64> {
+        self.server
+            .and_then(|s| s.runnable())
+            .filter(|_| self.fair.pick().is_some())
+    }
+
+    /// The key the running thread `se` holds against others: a fair thread inside the fair
+    /// server holds the server's deadline.
+    pub fn curr_key(&self, se: &Entity) -> Key {
+        match (se, self.served, self.server.and_then(|s| s.runnable())) {
+            (Entity::Fair(_), true, Some(d)) => Key::Deadline(d),
+            _ => se.key(),
         }
     }
 
@@ -291,24 +339,43 @@ impl Rq {
         }
     }
 
-    /// `pick_next_task()`: the most urgent queued thread, walking the classes in order.
+    /// `pick_next_task()`: the most urgent queued thread, walking the classes in order (the
+    /// fair server is a deadline entity; a throttled rt class is passed over).
     pub fn pick(&self) -> Option<(Key, ThreadId)> {
+        let server = self.server_deadline();
         if let Some((d, t)) = self.dl.first() {
-            return Some((Key::Deadline(d), t));
+            if server.is_none_or(|s| d <= s) {
+                return Some((Key::Deadline(d), t));
+            }
         }
-        if let Some((p, t)) = self.rt.first() {
-            return Some((Key::Rt(99 - p), t));
+        if let Some(s) = server {
+            return self.fair.pick().map(|(_, t)| (Key::Deadline(s), t));
+        }
+        if !self.rt_throttled() {
+            if let Some((p, t)) = self.rt.first() {
+                return Some((Key::Rt(99 - p), t));
+            }
         }
         self.fair.pick().map(|(k, t)| (Key::Fair(k), t))
     }
 
     /// `pick_next_task()` when the CPU is about to run what it picks: like [`Rq::pick`], and
-    /// the fair class lets the delayed sleepers it meets leave its queue.
+    /// the fair class lets the delayed sleepers it meets leave its queue; a fair server with
+    /// nothing left to run stops.
     pub fn pick_next(&mut self) -> Option<(Key, ThreadId)> {
-        if self.dl.first().is_some() || self.rt.first().is_some() {
-            return self.pick();
+        let fair_turn = |rq: &Self| {
+            rq.dl.first().is_none() && (rq.rt_throttled() || rq.rt.first().is_none())
+                || rq.server.is_some_and(|s| s.runnable().is_some())
+        };
+        if fair_turn(self) {
+            self.fair.pick_next();
         }
-        self.fair.pick_next().map(|(k, t)| (Key::Fair(k), t))
+        if let Some(s) = self.server.as_mut() {
+            if s.runnable().is_some() && self.fair.pick().is_none() && self.fair.is_idle() {
+                s.stop();
+            }
+        }
+        self.pick()
     }
 
     /// Whether a sleeping thread is still queued here (a fair sleeper under DELAY_DEQUEUE): its
@@ -327,8 +394,10 @@ impl Rq {
         if let Some(&(d, t)) = self.dl.iter().find(|&&(_, t)| allowed(t)) {
             return Some((Key::Deadline(d), t));
         }
-        if let Some((p, t)) = self.rt.iter().find(|&(_, t)| allowed(t)) {
-            return Some((Key::Rt(99 - p), t));
+        if !self.rt_throttled() {
+            if let Some((p, t)) = self.rt.iter().find(|&(_, t)| allowed(t)) {
+                return Some((Key::Rt(99 - p), t));
+            }
         }
         self.fair.first_allowed(allowed).map(|(k, t)| (Key::Fair(k), t))
     }
@@ -336,6 +405,7 @@ impl Rq {
     /// The running thread leaves the CPU. A preempted one goes back on its queue (rt: at the
     /// head of its priority list, as the kernel keeps a preempted FIFO task first).
     pub fn put_prev(&mut self, t: ThreadId, se: &mut Entity, how: Off) {
+        self.served = false;
         match (&mut *se, how) {
             (Entity::Fair(e), Off::Block) => self.fair.put_prev_blocking(t, e),
             (Entity::Fair(e), _) => self.fair.put_prev(e),
@@ -343,14 +413,16 @@ impl Rq {
         }
         if how == Off::Preempted {
             let head = matches!(se, Entity::Rt(_));
-            self.enqueue(
-                t,
-                se,
-                Enqueue {
-                    head,
-                    ..Enqueue::default()
-                },
-            );
+            let f = Enqueue {
+                head,
+                ..Enqueue::default()
+            };
+            // A thread put back was already counted: no server or timer starts.
+            match se {
+                Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
+                Entity::Rt(e) => self.rt.enqueue(t, e, f.head),
+                Entity::Fair(e) => self.fair.enqueue(t, e, f),
+            }
         }
     }
 
@@ -363,7 +435,10 @@ impl Rq {
             Entity::Rt(e) => {
                 self.rt.dequeue(t, e);
             }
-            Entity::Fair(e) => self.fair.set_next(t, e),
+            Entity::Fair(e) => {
+                self.served = self.server_deadline().is_some();
+                self.fair.set_next(t, e);
+            }
         }
     }
 
@@ -390,8 +465,18 @@ impl Rq {
     pub fn update_curr(&mut self, se: &mut Entity, delta: u64, c: Charge) {
         match se {
             Entity::Dl(e) => self.dl.update_curr(e, delta, c.speed, c.scale_invariant),
-            Entity::Rt(e) => e.slice_used += delta,
-            Entity::Fair(e) => self.fair.update_curr(e, delta),
+            Entity::Rt(e) => {
+                e.slice_used += delta;
+                if let Some(b) = self.rt_bw.as_mut() {
+                    b.charge(delta);
+                }
+            }
+            Entity::Fair(e) => {
+                self.fair.update_curr(e, delta);
+                if let Some(s) = self.server.as_mut() {
+                    s.charge(delta, c.now);
+                }
+            }
         }
     }
 
@@ -400,9 +485,21 @@ impl Rq {
     pub fn expiry(&self, se: &Entity, c: Charge, rr_timeslice: u64, now: u64) -> u64 {
         match se {
             Entity::Dl(e) => self.dl.time_to_exhaust(e, c.speed, c.scale_invariant),
-            Entity::Rt(e) if e.rr && self.rt.has_prio(e.prio) => rr_timeslice.saturating_sub(e.slice_used),
-            Entity::Rt(_) => u64::MAX,
-            Entity::Fair(e) => self.fair.expiry(e, now),
+            Entity::Rt(e) => {
+                let rr = if e.rr && self.rt.has_prio(e.prio) {
+                    rr_timeslice.saturating_sub(e.slice_used)
+                } else {
+                    u64::MAX
+                };
+                rr.min(self.rt_bw.map_or(u64::MAX, |b| b.left()))
+            }
+            Entity::Fair(e) => {
+                let own = self.fair.expiry(e, now);
+                match self.server {
+                    Some(s) if self.served => own.min(s.runtime.max(0) as u64),
+                    _ => own,
+                }
+            }
         }
     }
 
@@ -411,13 +508,62 @@ impl Rq {
         match se {
             Entity::Dl(e) if e.runtime <= 0 => Tick::Throttle,
             Entity::Dl(_) => Tick::Stay,
+            // Throttled: back on the queue, where the rt class is not picked for now.
+            Entity::Rt(_) if self.rt_throttled() => Tick::Requeue,
             Entity::Rt(e) if e.rr && e.slice_used >= rr_timeslice => {
                 e.slice_used = 0;
                 Tick::Requeue
             }
             Entity::Rt(_) => Tick::Stay,
+            // The fair server ran out under it: the classes it kept off run again.
+            Entity::Fair(_) if self.served && self.server.is_some_and(|s| s.runnable().is_none()) => {
+                self.served = false;
+                Tick::Requeue
+            }
             Entity::Fair(e) => self.fair.task_tick(e, now),
         }
+    }
+
+    /// After a timer made the fair server runnable while a fair thread runs: that thread now
+    /// runs inside it (true when its key changed).
+    pub fn rekey_curr(&mut self, se: &Entity) -> bool {
+        if matches!(se, Entity::Fair(_))
+            && !self.served
+            && self.server.is_some_and(|s| s.runnable().is_some())
+        {
+            self.served = true;
+            return true;
+        }
+        false
+    }
+
+    /// The next time a per-CPU timer of the classes fires: the fair server's (zero-laxity or
+    /// replenishment) or RT throttling's period timer.
+    pub fn next_timer(&self) -> Option<u64> {
+        let server = self.server.and_then(|s| s.timer());
+        let rt = self.rt_bw.and_then(|b| b.timer);
+        match (server, rt) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The per-CPU timers due at `now` fire, `curr` being the running thread's class; true when
+    /// the CPU must pick again (the server became runnable, the rt class was unthrottled).
+    pub fn fire_timers(&mut self, now: u64, curr: Option<ClassId>) -> bool {
+        let mut resched = false;
+        if let Some(s) = self.server.as_mut() {
+            if s.timer().is_some_and(|at| at <= now) {
+                resched |= s.fire(now);
+            }
+        }
+        let busy = self.rt.first().is_some() || curr == Some(ClassId::Rt);
+        if let Some(b) = self.rt_bw.as_mut() {
+            if b.timer.is_some_and(|at| at <= now) {
+                resched |= b.fire(now, busy);
+            }
+        }
+        resched
     }
 
     /// `wakeup_preempt()` within a class that decides it itself (fair): should `woken`, just

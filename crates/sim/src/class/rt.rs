@@ -36,6 +36,69 @@ impl RtEntity {
     }
 }
 
+/// RT throttling of a CPU's root rt_rq (`sched_rt_runtime_exceeded()`,
+/// `do_sched_rt_period_timer()`; kernels with CONFIG_RT_GROUP_SCHED, such as this machine's):
+/// once rt tasks ran `runtime` within a period they are not picked until the period timer
+/// gives back up to `runtime` of their accounted time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RtBandwidth {
+    pub runtime: u64,
+    pub period: u64,
+    /// `rt_rq->rt_time`.
+    pub rt_time: u64,
+    pub throttled: bool,
+    /// Next expiry of the period timer, while it runs.
+    pub timer: Option<u64>,
+}
+
+impl RtBandwidth {
+    pub fn new(runtime: u64, period: u64) -> Self {
+        RtBandwidth {
+            runtime,
+            period,
+            rt_time: 0,
+            throttled: false,
+            timer: None,
+        }
+    }
+
+    /// `start_rt_bandwidth()`: rt work arrived; the period timer runs from now.
+    pub fn start(&mut self, now: u64) {
+        if self.timer.is_none() {
+            self.timer = Some(now + self.period);
+        }
+    }
+
+    /// Charges `delta` ns of rt execution; true when that exceeds the runtime (throttled now).
+    pub fn charge(&mut self, delta: u64) -> bool {
+        self.rt_time += delta;
+        if !self.throttled && self.rt_time > self.runtime {
+            self.throttled = true;
+            return true;
+        }
+        false
+    }
+
+    /// Execution left before throttling.
+    pub fn left(&self) -> u64 {
+        (self.runtime + 1).saturating_sub(self.rt_time)
+    }
+
+    /// The period timer at `now`: up to one runtime per elapsed period is given back; true when
+    /// that unthrottled the queue. The timer stops once nothing is accounted and `busy` is false.
+    pub fn fire(&mut self, now: u64, busy: bool) -> bool {
+        let Some(at) = self.timer else { return false };
+        let overrun = 1 + (now - at) / self.period.max(1);
+        self.rt_time = self.rt_time.saturating_sub(overrun * self.runtime);
+        let was = self.throttled;
+        if self.throttled && self.rt_time < self.runtime {
+            self.throttled = false;
+        }
+        self.timer = (self.rt_time > 0 || busy || self.throttled).then_some(at + overrun * self.period);
+        was && !self.throttled
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct RtRq {
     /// (inverted priority, order, thread): the first element is the next to run.
