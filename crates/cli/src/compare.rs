@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use pacer_model::Duration;
-use pacer_workload::jobs::compare::{compare, CompareReport, Overheads, TaskComparison};
+use pacer_workload::jobs::compare::{compare_by, CompareReport, Metric, Overheads, TaskComparison};
 use pacer_workload::jobs::csv::JobReader;
 use serde::Serialize;
 
@@ -24,7 +24,8 @@ sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv\n  \
 pacer compare sim.csv run.csv\n  \
 pacer compare sim.csv run.csv --tolerance 10 --tolerance-floor 200us   # for CI\n\n\
 Per task present in both files (matched by the `task` column): job counts, median, p90, p99 and\n\
-maximum response time (finish − release, exact order statistics), the difference of the medians\n\
+maximum response time (finish − release, exact order statistics; or with --metric start-delay\n\
+the wake-up-to-start delay, start − release), the difference of the medians\n\
 (B − A, absolute and relative to A), miss ratios, and the two-sample Kolmogorov–Smirnov distance\n\
 D between the response-time distributions (0: identical, 1: disjoint) with its 5 % critical\n\
 value. Times are in µs.\n\n\
@@ -48,9 +49,19 @@ pub struct Args {
     /// medians do not fail on a few µs of noise (e.g. 200us).
     #[arg(long, value_parser = parse_duration, default_value = "0ns", value_name = "DURATION")]
     pub tolerance_floor: Duration,
+    /// What to compare: `response` (finish − release) or `start-delay` (start − release, the
+    /// wake-up-to-start delay of each job).
+    #[arg(long, value_enum, default_value = "response")]
+    pub metric: MetricArg,
     /// Machine-readable JSON on standard output.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum MetricArg {
+    Response,
+    StartDelay,
 }
 
 #[derive(Serialize)]
@@ -123,7 +134,11 @@ pub fn run(a: Args) -> Result<u8> {
     }
     let (ra, name_a) = reader(&a.a)?;
     let (rb, name_b) = reader(&a.b)?;
-    let report = compare(ra, rb)?;
+    let metric = match a.metric {
+        MetricArg::Response => Metric::Response,
+        MetricArg::StartDelay => Metric::StartDelay,
+    };
+    let report = compare_by(ra, rb, metric)?;
     let floor = a.tolerance_floor.ns();
     let beyond: Vec<&TaskComparison> = a.tolerance.map_or_else(Vec::new, |t| report.beyond(t, floor));
     if report.tasks.is_empty() {
@@ -143,9 +158,13 @@ pub fn run(a: Args) -> Result<u8> {
     } else {
         let esc = pacer_model::text::escape_control;
         println!(
-            "A = {}\nB = {}\n",
+            "A = {}\nB = {}\n{}\n",
             esc(&name_a.to_string()),
-            esc(&name_b.to_string())
+            esc(&name_b.to_string()),
+            match metric {
+                Metric::Response => "response times (finish − release)",
+                Metric::StartDelay => "start delays (start − release)",
+            }
         );
         let mut table = Table::new(&[
             "task",

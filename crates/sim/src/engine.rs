@@ -37,7 +37,7 @@ use std::collections::BinaryHeap;
 
 use pacer_adapt::kernel::{Origin, Wakeup};
 use pacer_adapt::{AppEvent, Controller, DlState};
-use pacer_model::reservation::{to_ratio, BW_SHIFT};
+use pacer_model::reservation::to_ratio;
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
 use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
@@ -47,10 +47,10 @@ use crate::class::deadline::RootDomain;
 use crate::class::fair::{FairModel, FairParams};
 use crate::class::rt::RR_TIMESLICE_NS;
 use crate::class::{select_task_rq, Block, Charge, Enqueue, Entity, Key, Off, Rq, Tick};
+use crate::dvfs::schedutil;
 use crate::dvfs::walt::Walt;
 use crate::dvfs::{
-    opp_for_demand, CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals,
-    UtilSignal,
+    CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals, UtilSignal,
 };
 use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
 
@@ -774,11 +774,6 @@ impl Sim {
         }
         self.threads[t as usize].cpu = to as u32;
     }
-}
-
-/// `cpu_bw_dl()`: a running bandwidth (BW_SHIFT fixed point) in capacity units.
-fn dl_util(running_bw: u64) -> u64 {
-    (running_bw * CAPACITY_SCALE as u64) >> BW_SHIFT
 }
 
 /// Progress rate (1024 scale) of work whose fraction `mem` does not scale with frequency, on a CPU
@@ -2024,7 +2019,7 @@ impl Sim {
             pelt_rt: sig.map_or(0, |s| s.rt.util_avg),
             pelt_fair: sig.map_or(0, |s| s.fair.util_avg),
             walt: sig.map_or(0, |s| s.walt.util()),
-            dl_bw: dl_util(self.cpus[cpu].rq.running_bw()),
+            dl_bw: schedutil::dl_util(self.cpus[cpu].rq.running_bw()),
             demand: dom.schedutil().map(|cfg| self.cpu_demand(cpu, cfg, sig.as_ref())),
             capacity: self.cpus[cpu].speed,
         })
@@ -2070,14 +2065,20 @@ impl Sim {
 
     /// What schedutil asks for on `cpu` (capacity units), from signals `sig` brought up to now.
     fn cpu_demand(&self, cpu: usize, cfg: &crate::dvfs::SchedutilConfig, sig: Option<&Signals>) -> u64 {
+        schedutil::demand(cfg, &self.schedutil_input(cpu, sig))
+    }
+
+    /// What schedutil reads of `cpu`, with signals `sig` already brought up to now.
+    fn schedutil_input(&self, cpu: usize, sig: Option<&Signals>) -> schedutil::CpuInput {
         let c = &self.cpus[cpu];
-        let rt_runnable =
-            c.rq.rt_runnable(c.curr.map(|t| self.threads[t as usize].se.class()));
-        if cfg.rt_at_max && rt_runnable {
-            return c.capacity;
+        schedutil::CpuInput {
+            capacity: c.capacity,
+            running_bw: c.rq.running_bw(),
+            rt_runnable: c
+                .rq
+                .rt_runnable(c.curr.map(|t| self.threads[t as usize].se.class())),
+            signals: sig.copied(),
         }
-        let util = sig.map_or(0, |s| s.util(&cfg.signal));
-        dl_util(c.rq.running_bw()) + (util as f64 * cfg.headroom).ceil() as u64
     }
 
     /// A scheduler event on `cpu` (enqueue, dequeue, switch): its schedutil looks again at the
@@ -2136,30 +2137,24 @@ impl Sim {
             return;
         };
         let now = self.now;
-        let n = self.domains[k].cpus.len();
-        // ignore_dl_rate_limit(): a grown deadline bandwidth goes through at once.
-        let mut bypass = self.domains[k].limits_changed;
-        for i in 0..n {
-            let c = self.domains[k].cpus[i];
-            bypass |= dl_util(self.cpus[c].rq.running_bw()) > self.dvfs[c].bw_seen;
-        }
         let d = &self.domains[k];
-        if !bypass
-            && d.last_change
-                .is_some_and(|t| now.saturating_sub(t) < cfg.rate_limit_ns)
-        {
+        let bw = d
+            .cpus
+            .iter()
+            .map(|&c| (self.cpus[c].rq.running_bw(), self.dvfs[c].bw_seen));
+        if !schedutil::should_update(d, &cfg, bw, now) {
             return;
         }
         self.domains[k].limits_changed = false;
-        let mut target = self.domains[k].floor;
+        let n = self.domains[k].cpus.len();
+        let mut inputs = Vec::with_capacity(n);
         for i in 0..n {
             let c = self.domains[k].cpus[i];
             self.dvfs_account(c);
-            self.dvfs[c].bw_seen = dl_util(self.cpus[c].rq.running_bw());
-            let demand = self.cpu_demand(c, &cfg, self.dvfs[c].signals.as_ref());
-            let cap = self.cpus[c].capacity as u32;
-            target = target.max(opp_for_demand(&self.domains[k].opps, cap, demand));
+            self.dvfs[c].bw_seen = schedutil::dl_util(self.cpus[c].rq.running_bw());
+            inputs.push(self.schedutil_input(c, self.dvfs[c].signals.as_ref()));
         }
+        let target = schedutil::target(&self.domains[k], &cfg, &inputs);
         let d = &self.domains[k];
         if target == d.pending.unwrap_or(d.cur) {
             return;

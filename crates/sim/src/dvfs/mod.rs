@@ -5,6 +5,7 @@
 //! - [`governor`]: `performance`, `powersave`, `userspace` ([`Governor::Fixed`]), `schedutil`;
 //! - [`pelt`]: the kernel's PELT, integer-exact, with `rq_clock_pelt` invariance;
 //! - [`walt`]: Android's WALT windows;
+//! - `schedutil`: the governor's decision from each CPU's signals and deadline bandwidth;
 //! - [`energy`]: residency tables, energy, and the paper's Table 4 metric.
 //!
 //! The engine (`crate::engine`) owns the state defined here and calls it on its events; nothing
@@ -14,6 +15,7 @@
 pub mod energy;
 pub mod governor;
 pub mod pelt;
+pub(crate) mod schedutil;
 pub mod walt;
 
 pub use energy::{table4_energy, CpuEnergy, EnergyReport, OppResidency};

@@ -26,10 +26,22 @@ use serde::Serialize;
 
 use super::{JobRow, ReadError};
 
+/// The per-job quantity a comparison is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// finish − release.
+    #[default]
+    Response,
+    /// start − release: the wake-up-to-start delay (scheduling latency).
+    StartDelay,
+}
+
 /// c(α) of the two-sample KS test at α = 0.05.
 const KS_C_5PCT: f64 = 1.358;
 
-/// Response-time statistics of one task in one run.
+/// Statistics of one task in one run: percentiles of the compared metric (response time unless
+/// the comparison says otherwise).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SideStats {
     /// Finished jobs.
@@ -38,7 +50,7 @@ pub struct SideStats {
     pub misses: u64,
     /// `misses / jobs`.
     pub miss_ratio: f64,
-    /// Response-time percentiles (exact order statistics), ns.
+    /// Percentiles of the compared metric (exact order statistics), ns.
     pub p50_ns: u64,
     pub p90_ns: u64,
     pub p99_ns: u64,
@@ -86,6 +98,8 @@ impl TaskComparison {
 /// The comparison of two job CSVs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareReport {
+    /// What the percentiles, medians and KS distances are of.
+    pub metric: Metric,
     /// Tasks present in both runs, in order of first appearance in A.
     pub tasks: Vec<TaskComparison>,
     /// Tasks with jobs in A only.
@@ -193,8 +207,18 @@ impl Samples {
     }
 }
 
-/// Compares two runs given as streams of rows (e.g. two [`super::csv::JobReader`]s).
+/// Compares the response times of two runs given as streams of rows (e.g. two
+/// [`super::csv::JobReader`]s).
 pub fn compare<A, B>(a: A, b: B) -> Result<CompareReport, ReadError>
+where
+    A: IntoIterator<Item = Result<JobRow, ReadError>>,
+    B: IntoIterator<Item = Result<JobRow, ReadError>>,
+{
+    compare_by(a, b, Metric::Response)
+}
+
+/// Compares `metric` of two runs.
+pub fn compare_by<A, B>(a: A, b: B, metric: Metric) -> Result<CompareReport, ReadError>
 where
     A: IntoIterator<Item = Result<JobRow, ReadError>>,
     B: IntoIterator<Item = Result<JobRow, ReadError>>,
@@ -208,7 +232,10 @@ where
             only_in_a.push(name.clone());
             continue;
         };
-        let (ra, rb) = (&a.responses[i], &b.responses[j]);
+        let (ra, rb) = match metric {
+            Metric::Response => (&a.responses[i], &b.responses[j]),
+            Metric::StartDelay => (&a.latencies[i], &b.latencies[j]),
+        };
         let sa = side(ra, &a.latencies[i], &a.execs[i], a.misses[i]);
         let sb = side(rb, &b.latencies[j], &b.execs[j], b.misses[j]);
         let diff = sb.p50_ns as i128 - sa.p50_ns as i128;
@@ -230,6 +257,7 @@ where
         .cloned()
         .collect();
     Ok(CompareReport {
+        metric,
         tasks,
         only_in_a,
         only_in_b,
