@@ -19,6 +19,7 @@ mod run;
 mod sim;
 mod sim_kernel;
 mod table;
+mod vtcfs;
 
 use std::process::ExitCode;
 

@@ -31,7 +31,8 @@ pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   #
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n\n\
 Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
 policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.\n\n\
-`pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`).",
+`pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`);\n\
+`pacer sim vt-cfs` the VT-CFS paper's interactivity experiments (see `pacer sim vt-cfs --help`).",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -113,6 +114,10 @@ pub enum SimCommand {
     /// CPU energy under SCHED_FIFO + WALT, SCHED_FIFO at max frequency, adaptive SCHED_DEADLINE
     /// and a clairvoyant bound.
     Audio(crate::audio::AudioArgs),
+    /// The VT-CFS paper's experiments (vt-cfs-interactivity-android.txt §VI): Fig. 6, response
+    /// time with framework-assisted boosting, and Fig. 7, Interbench-style latency, under CFS,
+    /// VT-CFS and EEVDF.
+    VtCfs(crate::vtcfs::Args),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -425,11 +430,13 @@ struct JsonOut<'a> {
 }
 
 pub fn run(mut a: Args) -> Result<()> {
-    if let Some(SimCommand::Audio(audio)) = a.command.take() {
-        return crate::audio::run(audio);
+    match a.command.take() {
+        Some(SimCommand::Audio(audio)) => return crate::audio::run(audio),
+        Some(SimCommand::VtCfs(v)) => return crate::vtcfs::run(v),
+        None => {}
     }
     let Some(file) = &a.file else {
-        bail!("expected a task-set or rt-app file (or `pacer sim audio`)");
+        bail!("expected a task-set or rt-app file (or `pacer sim audio`, `pacer sim vt-cfs`)");
     };
     let mut out = Outputs::new(Stdout::Busy);
     out.input(file);

@@ -9,6 +9,7 @@ pub(crate) mod class;
 pub mod dvfs;
 pub mod engine;
 pub mod experiments;
+pub mod interactivity;
 pub mod kernel;
 pub mod output;
 pub mod record;
