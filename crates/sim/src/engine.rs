@@ -725,6 +725,16 @@ impl Sim {
     // ---- run queues ---------------------------------------------------------------------------
 
     fn enqueue(&mut self, t: ThreadId, cpu: usize, flags: Enqueue) {
+        // `enqueue_entity()` brings the running entity of the same class up to date first, so
+        // a placement against the queue's average sees the time it ran.
+        if let Some(c) = self.cpus[cpu].curr {
+            if self.threads[c as usize]
+                .se
+                .same_queue(&self.threads[t as usize].se)
+            {
+                self.update_curr(cpu);
+            }
+        }
         self.set_state(t, State::Queued);
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;

@@ -652,11 +652,6 @@ impl FairRq {
         let rel = e.deadline.saturating_sub(e.vruntime) as u128 * old as u128 / w as u128;
         e.deadline = e.vruntime + rel as u64;
         e.weight = w;
-        if let Some(c) = self.curr.as_mut() {
-            if c.0 == e.vruntime && c.1 == old {
-                c.1 = w;
-            }
-        }
     }
 
     /// `dequeue_entity()` of a queued entity that moves to another CPU or class: it keeps its
@@ -813,6 +808,7 @@ impl FairRq {
         if e.boost.is_some() {
             // The boosted slice ran out: demoted (§IV).
             self.end_boost(e);
+            self.curr = Some((e.vruntime, e.weight, e.slice));
         }
         Tick::Requeue
     }

@@ -163,6 +163,13 @@ impl Entity {
         }
     }
 
+    /// Whether `other` joins a queue whose accounting depends on this running entity's progress
+    /// (a fair entity's placement reads the running fair entity's v): the engine brings the
+    /// running one up to date before such an enqueue.
+    pub fn same_queue(&self, other: &Entity) -> bool {
+        matches!((self, other), (Entity::Fair(_), Entity::Fair(_)))
+    }
+
     /// Bandwidth this entity holds on its run queue and root domain (`dl_bw`), 0 for classes
     /// without reservations.
     pub fn bandwidth(&self) -> u64 {
