@@ -48,6 +48,11 @@ pub struct KernelArgs {
     /// starved by rt ones, and none in admission control.
     #[arg(long)]
     pub no_fair_server: bool,
+    /// Threads do not read their CPU time at the end of each job. By default they do, as
+    /// `pacer run` does to measure it: on Linux that accounts the running thread there, and EEVDF
+    /// may preempt it before it sleeps (docs/simulator.md). Use this to model rt-app itself.
+    #[arg(long)]
+    pub no_job_end_cpu_time: bool,
 }
 
 impl Default for KernelArgs {
@@ -60,6 +65,7 @@ impl Default for KernelArgs {
             tick_phase: None,
             rt_throttling: false,
             no_fair_server: false,
+            no_job_end_cpu_time: false,
         }
     }
 }
@@ -76,6 +82,7 @@ pub struct KernelInfo {
     pub tick_phase_ns: Option<u64>,
     pub rt_throttling: bool,
     pub fair_server: bool,
+    pub job_end_cpu_time: bool,
 }
 
 impl KernelArgs {
@@ -125,6 +132,7 @@ impl KernelArgs {
         cfg.tick_ns = tick;
         cfg.tick_phase = self.tick_phase.map(Duration::ns);
         cfg.rt_throttling = self.rt_throttling;
+        cfg.job_end_cpu_time = !self.no_job_end_cpu_time;
         if self.no_fair_server {
             cfg.fair_server = None;
         }
@@ -153,6 +161,7 @@ impl KernelArgs {
             tick_phase_ns: cfg.tick_phase,
             rt_throttling: cfg.rt_throttling,
             fair_server: cfg.fair_server.is_some(),
+            job_end_cpu_time: cfg.job_end_cpu_time,
         })
     }
 }

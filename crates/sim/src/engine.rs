@@ -112,6 +112,13 @@ pub struct SimConfig {
     /// 0.75 ms · (1 + log2(min(cpus, 8)))), as kernels ≥ 6.6 run; or CFS, or VT-CFS. Its
     /// slices are noticed at scheduler ticks (`tick_ns`), as without HRTICK.
     pub fair: Option<FairModel>,
+    /// Threads read their CPU time at the end of every job (`clock_gettime(
+    /// CLOCK_THREAD_CPUTIME_ID)`), as `pacer run` does to measure each job's execution. On Linux
+    /// that accounts the running task at that instant (`task_sched_runtime()` → `update_curr()`),
+    /// and EEVDF reschedules a thread past its slice protection there: it is preempted before it
+    /// sleeps, waits, and sleeps with the lag it earned meanwhile. On by default so that
+    /// `pacer sim` and `pacer run` of the same file agree; rt-app reads no CPU time.
+    pub job_end_cpu_time: bool,
     /// RT throttling of each CPU's root rt_rq (`sched_rt_runtime_us` per `sched_rt_period_us`),
     /// as kernels built with CONFIG_RT_GROUP_SCHED have it. Off by default: since 6.12 mainline
     /// kernels without it rely on the fair server alone.
@@ -138,6 +145,7 @@ impl SimConfig {
             freqs_khz: vec![1_000_000],
             fair_server: Some(pacer_model::reservation::DEFAULT_FAIR_SERVER),
             fair: None,
+            job_end_cpu_time: true,
             rt_throttling: false,
             scale_invariant_runtime: true,
             platform: None,
@@ -255,6 +263,9 @@ struct Thread {
     /// Its class throttled it (a SCHED_DEADLINE thread out of runtime): it waits for the class's
     /// replenishment timer.
     throttled: bool,
+    /// The timer expiry it sleeps until once it runs again, after being preempted at the end of
+    /// its job ([`SimConfig::job_end_cpu_time`]).
+    pending_sleep: Option<u64>,
     /// Since when the thread has been runnable without a CPU (queued or throttled), for its
     /// run delay.
     waiting_since: Option<u64>,
@@ -522,6 +533,7 @@ impl Sim {
                 has_timer: spec.has_timer(),
                 t_first: 0,
                 timer_gen: 0,
+                pending_sleep: None,
                 throttled: false,
                 rng: pacer_workload::thread_rng(cfg.seed, i),
                 stats: ThreadStats::default(),
@@ -927,6 +939,9 @@ fn build_root_domains(cpus: &[Cpu], threads: &[Thread], cfg: &SimConfig) -> (Vec
 enum Step {
     /// Execute `remaining` (set on the thread).
     Run,
+    /// Preempted before it could block (the class rescheduled when the job's end was accounted);
+    /// it blocks when it next runs.
+    Preempted,
     /// Block until the time; `Some(release)` if a new job is released at wake-up.
     Block(u64, Option<u64>),
     Yield,
@@ -1319,6 +1334,12 @@ impl Sim {
         let now = self.now;
         let work_scale = self.cfg.work_scale;
         let mut idle_steps = 0u32;
+        if let Some(next) = self.threads[t as usize].pending_sleep.take() {
+            if next > now {
+                return self.sleep_on_timer(t, next);
+            }
+            self.start_job(t, next);
+        }
         loop {
             idle_steps += 1;
             if idle_steps > MAX_IDLE_STEPS {
@@ -1381,15 +1402,11 @@ impl Sim {
                     slot.next = Some(next);
                     self.finish_job(t);
                     if next > now {
-                        // The thread sleeps on its timer: the tracer sees the timer set (Linux:
-                        // hrtimer_start of the clock_nanosleep).
-                        if let Some(log) = self.threads[t as usize].wake_log.as_mut() {
-                            log.push(Wakeup {
-                                t_ns: now,
-                                origin: Origin::TimerSet { expiry_ns: next },
-                            });
+                        if self.cfg.job_end_cpu_time && self.preempted_at_job_end(t) {
+                            self.threads[t as usize].pending_sleep = Some(next);
+                            return Step::Preempted;
                         }
-                        return Step::Block(next, Some(next));
+                        return self.sleep_on_timer(t, next);
                     }
                     // Late: the next job was released in the past and starts at once, without a
                     // system call (rt-app and `pacer run` skip the sleep when late), so nothing
@@ -1412,6 +1429,30 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The thread sleeps on its timer until `next`: the tracer sees the timer set (Linux:
+    /// hrtimer_start of the clock_nanosleep).
+    fn sleep_on_timer(&mut self, t: ThreadId, next: u64) -> Step {
+        if let Some(log) = self.threads[t as usize].wake_log.as_mut() {
+            log.push(Wakeup {
+                t_ns: self.now,
+                origin: Origin::TimerSet { expiry_ns: next },
+            });
+        }
+        Step::Block(next, Some(next))
+    }
+
+    /// A running thread that reads its CPU time at the end of a job makes the kernel account it
+    /// (`task_sched_runtime()` → `update_curr()`); whether its class reschedules it there.
+    fn preempted_at_job_end(&mut self, t: ThreadId) -> bool {
+        let th = &self.threads[t as usize];
+        let cpu = th.cpu as usize;
+        if th.state != State::Running || self.cpus[cpu].curr != Some(t) {
+            return false;
+        }
+        self.update_curr(cpu);
+        self.cpus[cpu].rq.resched_on_update(&self.threads[t as usize].se)
     }
 
     /// Wakes `first` and every other thread whose wake-up falls at `time`, most urgent first.
@@ -1473,7 +1514,7 @@ impl Sim {
     /// Acts on a step taken by a thread that is not on a CPU.
     fn apply_step_sleeping(&mut self, t: ThreadId, step: Step) {
         match step {
-            Step::Run | Step::Yield => self.wake(t),
+            Step::Run | Step::Yield | Step::Preempted => self.wake(t),
             Step::Block(until, release) => self.sleep(t, until, release),
             Step::Exit => self.exit(t),
         }
@@ -1668,6 +1709,11 @@ impl Sim {
                 }
                 Step::Yield => {
                     self.yield_running(cpu, t);
+                    return;
+                }
+                Step::Preempted => {
+                    self.deschedule(cpu, Off::Preempted);
+                    self.resched(cpu);
                     return;
                 }
             }

@@ -813,6 +813,12 @@ impl FairRq {
         Tick::Requeue
     }
 
+    /// `update_curr()`'s resched outside a tick: EEVDF with others queued reschedules an entity
+    /// past its protection, and the pick then takes another if one beats it.
+    pub fn resched_on_update(&self, e: &FairEntity) -> bool {
+        self.eevdf() && !self.queue.is_empty() && !self.protected(e) && self.pick_beats_curr(e)
+    }
+
     /// `check_preempt_tick()`.
     fn check_preempt_tick(&self, e: &FairEntity, c: CfsTunables) -> bool {
         let ideal = self.cfs_slice(e, c, true);

@@ -544,6 +544,15 @@ impl Rq {
         false
     }
 
+    /// Whether `update_curr()` of the running `se` at an arbitrary instant (not a tick) ends in
+    /// a switch: EEVDF reschedules a thread past its protection and then picks another.
+    pub fn resched_on_update(&self, se: &Entity) -> bool {
+        match se {
+            Entity::Fair(e) => self.fair.resched_on_update(e),
+            _ => false,
+        }
+    }
+
     /// The next time a per-CPU timer of the classes fires: the fair server's (zero-laxity or
     /// replenishment) or RT throttling's period timer.
     pub fn next_timer(&self) -> Option<u64> {
