@@ -174,7 +174,7 @@ pub type ThreadRng = ChaCha8Rng;
 /// executor draw the same amounts of work for the same seed.
 pub fn thread_seed(seed: u64, index: usize) -> u64 {
     // SplitMix64 step: decorrelates neighbouring thread indices.
-    let mut z = seed.wrapping_add((index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut z = seed.wrapping_add((index as u64).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

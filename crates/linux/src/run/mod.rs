@@ -18,8 +18,11 @@
 //!    policy (SCHED_DEADLINE with RESET_ON_FORK) and reports; if any fails (EPERM, EBUSY, EINVAL)
 //!    the others are released without running and the run fails with that thread's error;
 //! 4. all threads start from a common origin (time 0 of every record); the calling thread
-//!    becomes the writer: it drains the bounded channel the timed threads send their records
-//!    through and passes them to the caller's [`Sink`] (CSV, summary, rt-app logs);
+//!    becomes the writer: every 10 ms it drains the bounded lock-free queue the timed threads
+//!    push their records into (pushing never blocks and never wakes the writer, see `thread.rs`)
+//!    and passes them to the caller's [`Sink`] (CSV, summary, rt-app logs). For the run, the
+//!    writer moves to the CPUs no timed thread may use, when there are some, so that its work
+//!    stays off the measured CPUs; its affinity comes back afterwards;
 //! 5. at the end of the duration, on a signal, or when a thread fails, the run stops: every
 //!    thread notices between events (a sleeping one is woken by a signal), demotes itself to
 //!    SCHED_OTHER and ends.
@@ -34,7 +37,7 @@ mod thread;
 use std::io;
 use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -45,14 +48,15 @@ use serde::Serialize;
 
 pub use self::calibrate::Calibration;
 pub use self::log::{LogRow, RtAppLogs};
-use self::thread::{End, Gate, Msg, Shared, ThreadResult, UNSET};
+use self::thread::{Drained, End, Gate, Msg, Outbox, Shared, ThreadResult, UNSET};
 use crate::sched::{self, LinuxError};
 use crate::signals::{SignalFd, TERMINATING};
 
 /// How long before the common origin the threads are released, so that every one of them is
 /// asleep waiting for it (their first release is then a real timer wake-up like the others).
 const START_LEAD_NS: u64 = 10_000_000;
-/// How often the writer wakes up to check signals, the clock and stopped threads.
+/// How often the writer wakes up to drain the queue and check signals, the clock and ended
+/// threads.
 const POLL_NS: u64 = 10_000_000;
 /// How often the writer reports progress.
 const PROGRESS_NS: u64 = 100_000_000;
@@ -69,8 +73,9 @@ pub struct RunConfig {
     pub calibration: Option<Calibration>,
     /// `mlockall` for the run (rt-app's `lock_pages`); a failure is a warning, not an error.
     pub lock_memory: bool,
-    /// Records (jobs and log rows) the channel to the writer holds; a full channel drops
-    /// records, which the report counts.
+    /// Records (jobs and log rows) the queue to the writer holds; a full queue drops records,
+    /// which the report counts. The writer drains it every 10 ms, so this bounds the rate of
+    /// records a run can report without loss (16 384 per 10 ms by default).
     pub channel_capacity: usize,
 }
 
@@ -138,7 +143,7 @@ pub struct ThreadReport {
     pub policy_applied: Option<Policy>,
     /// Its policy read back right before it ended (after demoting itself).
     pub policy_at_exit: Option<Policy>,
-    /// Records it could not hand to the writer because the channel was full.
+    /// Records it could not hand to the writer because the queue was full.
     pub dropped_records: u64,
 }
 
@@ -422,7 +427,7 @@ fn execute(
         calibration,
         default_affinity: allowed.clone(),
     });
-    let (tx, rx) = mpsc::sync_channel::<Msg>(cfg.channel_capacity.max(1));
+    let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
     let shared_workload = Arc::new(workload.clone());
     let open_gate = |g: Gate| {
@@ -435,7 +440,7 @@ fn execute(
         let (w, s, tx, ready) = (
             shared_workload.clone(),
             shared.clone(),
-            tx.clone(),
+            outbox.sender(),
             ready_tx.clone(),
         );
         let seed = cfg.seed;
@@ -451,7 +456,6 @@ fn execute(
             }
         }
     }
-    drop(tx);
     drop(ready_tx);
 
     // Every thread reports once, after setting its policy; a thread that died without reporting
@@ -478,6 +482,21 @@ fn execute(
         return Err(setup_errors.remove(0).1);
     }
 
+    // Keep the writer off the timed threads' CPUs for the run (restored when `_writer` drops, on
+    // every path out of this function).
+    let _writer = match writer_cpus(workload, &allowed) {
+        Some(cpus) => match WriterAffinity::set(&cpus, &allowed) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                warnings.push(format!(
+                    "could not move the writer to CPUs {cpus:?}, which no timed thread uses: {e}"
+                ));
+                None
+            }
+        },
+        None => None,
+    };
+
     let t0 = sys::now_ns() + START_LEAD_NS;
     let horizon = cfg.duration.map(|d| t0.saturating_add(d.ns()));
     shared
@@ -498,44 +517,12 @@ fn execute(
         }
     };
     loop {
-        let msg = rx.recv_timeout(std::time::Duration::from_nanos(POLL_NS));
-        let mut handle = |m: Msg, sink_error: &mut Option<io::Error>, jobs: &mut u64| {
-            if sink_error.is_some() {
-                return;
-            }
-            let r = match m {
-                Msg::Job(r) => {
-                    *jobs += 1;
-                    sink.job(&r)
-                }
-                Msg::Log(t, row) => sink.log(t, &row),
-            };
-            if let Err(e) = r {
-                *sink_error = Some(e);
-            }
-        };
-        let disconnected = match msg {
-            Ok(m) => {
-                handle(m, &mut sink_error, &mut jobs);
-                // Drain what is queued without waiting.
-                let mut gone = false;
-                loop {
-                    match rx.try_recv() {
-                        Ok(m) => handle(m, &mut sink_error, &mut jobs),
-                        Err(mpsc::TryRecvError::Empty) => break,
-                        Err(mpsc::TryRecvError::Disconnected) => {
-                            gone = true;
-                            break;
-                        }
-                    }
-                }
-                gone
-            }
-            Err(RecvTimeoutError::Timeout) => false,
-            Err(RecvTimeoutError::Disconnected) => true,
-        };
-        if disconnected {
-            // Every timed thread has ended and everything they sent has been handled.
+        // The timed threads never wake the writer: it wakes on its own, drains what they queued
+        // meanwhile and checks the signals and the clock.
+        std::thread::sleep(std::time::Duration::from_nanos(POLL_NS));
+        let drained = outbox.drain(|m| deliver(m, &mut *sink, &mut sink_error, &mut jobs));
+        if drained == Drained::Disconnected {
+            // Every timed thread has ended and everything they queued has been handled.
             break;
         }
         let now = sys::now_ns();
@@ -648,6 +635,71 @@ fn execute(
     Ok((report, error))
 }
 
+/// The CPUs of this process that no timed thread may ever use, if there are some: the writer's
+/// place during the run. A thread runs each pass of a phase on the phase's `cpus`, else its own,
+/// else all of `allowed` (`set_up` and `begin_pass` in thread.rs); every phase that has passes
+/// counts, whether or not the thread gets that far.
+fn writer_cpus(workload: &Workload, allowed: &[usize]) -> Option<Vec<usize>> {
+    let mut used = vec![false; allowed.iter().max().map_or(0, |&c| c + 1)];
+    for t in &workload.threads {
+        let own = t.affinity.as_deref().unwrap_or(allowed);
+        let phases = t.phases.iter().filter(|p| p.loops > 0);
+        let masks = phases.map(|p| p.affinity.as_deref().unwrap_or(own));
+        // `validate` refuses a thread without a phase that runs; should one get here, it would
+        // keep its own CPUs.
+        let idle = t.phases.iter().all(|p| p.loops == 0 || p.events.is_empty());
+        for cpus in masks.chain(idle.then_some(own)) {
+            for &c in cpus {
+                if let Some(u) = used.get_mut(c) {
+                    *u = true;
+                }
+            }
+        }
+    }
+    let free: Vec<usize> = allowed.iter().copied().filter(|&c| !used[c]).collect();
+    (!free.is_empty()).then_some(free)
+}
+
+/// While alive, the calling thread runs on the given CPUs; its previous affinity comes back on
+/// drop.
+struct WriterAffinity {
+    original: Vec<usize>,
+}
+
+impl WriterAffinity {
+    fn set(cpus: &[usize], original: &[usize]) -> Result<WriterAffinity, LinuxError> {
+        sched::set_affinity(0, cpus)?;
+        Ok(WriterAffinity {
+            original: original.to_vec(),
+        })
+    }
+}
+
+impl Drop for WriterAffinity {
+    fn drop(&mut self) {
+        // Nothing to report to at this point; a failure leaves the thread on a subset of its
+        // CPUs, which the caller may use anyway.
+        let _ = sched::set_affinity(0, &self.original);
+    }
+}
+
+/// Hands one record to the sink, unless it already failed (the first error is kept).
+fn deliver(m: Msg, sink: &mut dyn Sink, sink_error: &mut Option<io::Error>, jobs: &mut u64) {
+    if sink_error.is_some() {
+        return;
+    }
+    let r = match m {
+        Msg::Job(r) => {
+            *jobs += 1;
+            sink.job(&r)
+        }
+        Msg::Log(t, row) => sink.log(t, &row),
+    };
+    if let Err(e) = r {
+        *sink_error = Some(e);
+    }
+}
+
 fn join_all(handles: Vec<JoinHandle<ThreadResult>>) -> Vec<Option<ThreadResult>> {
     handles.into_iter().map(|h| h.join().ok()).collect()
 }
@@ -665,4 +717,142 @@ pub fn signal_name(sig: i32) -> String {
 /// Number of CPUs online, for callers that report per-CPU figures without a run.
 pub fn online_cpus() -> u32 {
     crate::sys::online_cpus().len() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacer_workload::parse_rtapp;
+
+    fn workload(json: &str) -> Workload {
+        parse_rtapp(json, "test.json").expect("test workload parses")
+    }
+
+    #[test]
+    fn the_writer_takes_the_cpus_no_timed_thread_may_use() {
+        let all = [0, 1, 2, 3];
+        // Threads pinned to CPUs 1 and 2 leave 0 and 3.
+        let w = workload(
+            r#"{ "tasks": { "a": { "cpus": [1], "run": 100, "timer": { "ref": "a", "period": 1000 } },
+                            "b": { "cpus": [2], "run": 100, "sleep": 100 } } }"#,
+        );
+        assert_eq!(writer_cpus(&w, &all), Some(vec![0, 3]));
+        // A thread without `cpus` may run anywhere: no CPU is free.
+        let w = workload(
+            r#"{ "tasks": { "a": { "cpus": [1], "run": 100, "sleep": 100 },
+                            "b": { "run": 100, "sleep": 100 } } }"#,
+        );
+        assert_eq!(writer_cpus(&w, &all), None);
+        // Phase-level `cpus` count, those of a phase without `cpus` are the thread's, and a
+        // phase that never runs (loop 0) does not count.
+        let mut w = workload(
+            r#"{ "tasks": { "a": { "cpus": [1], "phases": {
+                    "p1": { "loop": 2, "cpus": [2], "run": 100 },
+                    "p2": { "loop": 1, "run": 100 },
+                    "p3": { "loop": 1, "cpus": [3], "run": 100 } } } } }"#,
+        );
+        assert_eq!(writer_cpus(&w, &all), Some(vec![0]));
+        w.threads[0].phases[2].loops = 0;
+        assert_eq!(writer_cpus(&w, &all), Some(vec![0, 3]));
+        // A thread without `cpus` whose every phase names some runs only there.
+        let w = workload(
+            r#"{ "tasks": { "a": { "phases": { "p1": { "loop": 1, "cpus": [2], "run": 100 },
+                                               "p2": { "loop": 1, "cpus": [0], "run": 100 } } } } }"#,
+        );
+        assert_eq!(writer_cpus(&w, &all), Some(vec![1, 3]));
+        // Every CPU taken.
+        let w = workload(r#"{ "tasks": { "a": { "cpus": [0, 1, 2, 3], "run": 100, "sleep": 100 } } }"#);
+        assert_eq!(writer_cpus(&w, &all), None);
+        // The process's own CPUs need not start at 0 or be contiguous.
+        let w = workload(r#"{ "tasks": { "a": { "cpus": [3], "run": 100, "sleep": 100 } } }"#);
+        assert_eq!(writer_cpus(&w, &[1, 3, 5]), Some(vec![1, 5]));
+    }
+
+    /// Where the writer ran when it handed each record over, and what it may do on the way.
+    #[derive(Default)]
+    struct WhereAmI {
+        jobs: u64,
+        cpus: Vec<u32>,
+        affinities: Vec<Vec<usize>>,
+        fail: bool,
+    }
+
+    impl Sink for WhereAmI {
+        fn job(&mut self, _record: &JobRecord) -> io::Result<()> {
+            self.jobs += 1;
+            self.cpus.push(sys::current_cpu());
+            self.affinities
+                .push(sched::get_affinity(0).expect("reads its affinity"));
+            if self.fail {
+                return Err(io::Error::other("disk full"));
+            }
+            Ok(())
+        }
+    }
+
+    fn quick() -> RunConfig {
+        RunConfig {
+            calibration: Calibration::from_ns_per_loop(1.0),
+            lock_memory: false,
+            ..RunConfig::default()
+        }
+    }
+
+    /// A SCHED_OTHER workload pinned to the last CPU of this process (no privilege needed):
+    /// `None` when the process has a single CPU.
+    fn pinned_workload(allowed: &[usize], passes: u32) -> Option<Workload> {
+        let &[.., last] = allowed else { return None };
+        (allowed.len() > 1).then(|| {
+            workload(&format!(
+                r#"{{ "tasks": {{ "t": {{ "loop": {passes}, "cpus": [{last}], "run": 200,
+                    "timer": {{ "ref": "t", "period": 2000 }} }} }} }}"#
+            ))
+        })
+    }
+
+    #[test]
+    fn the_writer_runs_off_the_timed_cpus_and_gets_its_affinity_back() {
+        let _g = sys::tests::KICK.lock().unwrap_or_else(|p| p.into_inner());
+        let before = sched::get_affinity(0).unwrap();
+        let Some(w) = pinned_workload(&before, 40) else {
+            eprintln!("one CPU only: nothing to test");
+            return;
+        };
+        let mut sink = WhereAmI::default();
+        let report = run(&w, &quick(), &mut sink).expect("the run succeeds");
+        assert_eq!(report.stopped_by, StopReason::Finished);
+        // 40 timer events end 40 jobs, the thread's end one more; none lost.
+        assert_eq!(report.jobs, 41);
+        assert_eq!(sink.jobs, 41);
+        assert_eq!(report.dropped_records, 0);
+        let free = &before[..before.len() - 1];
+        assert!(sink.affinities.iter().all(|a| a == free), "{:?}", sink.affinities);
+        assert!(
+            sink.cpus.iter().all(|c| free.contains(&(*c as usize))),
+            "{:?}",
+            sink.cpus
+        );
+        assert_eq!(sched::get_affinity(0).unwrap(), before, "affinity restored");
+    }
+
+    #[test]
+    fn the_writer_gets_its_affinity_back_when_the_run_fails() {
+        let _g = sys::tests::KICK.lock().unwrap_or_else(|p| p.into_inner());
+        let before = sched::get_affinity(0).unwrap();
+        let Some(w) = pinned_workload(&before, 1_000_000) else {
+            eprintln!("one CPU only: nothing to test");
+            return;
+        };
+        let mut sink = WhereAmI {
+            fail: true,
+            ..WhereAmI::default()
+        };
+        let started = sys::now_ns();
+        let err = run(&w, &quick(), &mut sink).expect_err("the sink's error fails the run");
+        assert!(matches!(err, RunError::Output(_)), "{err}");
+        // The writer noticed within a few polls, long before the 2000 s the thread would run.
+        assert!(sys::now_ns() - started < 2_000_000_000);
+        assert_eq!(sink.jobs, 1, "nothing handed to a failed sink");
+        assert_eq!(sched::get_affinity(0).unwrap(), before, "affinity restored");
+    }
 }

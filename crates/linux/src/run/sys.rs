@@ -229,7 +229,7 @@ pub(crate) fn unlock_memory() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -272,8 +272,14 @@ mod tests {
         assert_eq!(parse_sched_field(text, "missing"), None);
     }
 
+    /// Tests that install the kick handler (directly or through `run::run`) take this first: the
+    /// disposition is process-wide, and one restored under another's feet would let a kick
+    /// terminate the test process.
+    pub(crate) static KICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn a_kick_interrupts_a_sleep() {
+        let _g = KICK.lock().unwrap_or_else(|p| p.into_inner());
         let _h = KickHandler::install().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let t = std::thread::spawn(move || {

@@ -9,14 +9,23 @@
 //! pass through a phase's events; a thread that ends finishes the job in progress.
 //!
 //! Nothing in the loop allocates or does I/O: records go to the writer through a bounded,
-//! preallocated channel with `try_send` (a full channel drops the record and counts it, it never
-//! blocks the timed thread), and every measurement is a clock read, `getrusage` or
-//! `sched_getcpu`. The exceptions are a phase that changes the thread's policy away from
-//! SCHED_DEADLINE (the kernel's period limit is read from /proc once per change) and error paths.
+//! preallocated lock-free queue ([`Outbox`], a `crossbeam_queue::ArrayQueue`) with
+//! [`Sender::try_send`] (a full queue drops the record and counts it, it never blocks the timed
+//! thread), and every measurement is a clock read, `getrusage` or `sched_getcpu`. The exceptions
+//! are a phase that changes the thread's policy away from SCHED_DEADLINE (the kernel's period
+//! limit is read from /proc once per change) and error paths.
+//!
+//! Sending wakes nobody: the writer polls the queue every 10 ms. With a channel that wakes its
+//! receiver on every send (`std::sync::mpsc`, a futex wake), the kernel woke the writer onto the
+//! sender's CPU whenever the other CPUs were busy, where it preempted the sender after the job it
+//! had just measured, or during the next one: a disturbance of exactly what the executor
+//! measures (docs/BENCHMARKS.md, "The executor's writer").
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
+
+use crossbeam_queue::ArrayQueue;
 
 use pacer_model::Policy;
 use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
@@ -46,6 +55,79 @@ const RUNTIME_CHUNK_NS: u64 = 2_000;
 pub(crate) enum Msg {
     Job(JobRecord),
     Log(ThreadId, LogRow),
+}
+
+/// The bounded queue from the timed threads to the writer: many senders ([`Sender`], one per
+/// timed thread), one receiver (the writer, which polls it). Pushing never blocks and never wakes
+/// the writer; the queue knows when its last sender is gone.
+pub(crate) struct Outbox<T> {
+    queue: ArrayQueue<T>,
+    /// Live [`Sender`]s: incremented by [`Outbox::sender`], decremented when one is dropped.
+    senders: AtomicUsize,
+}
+
+/// What [`Outbox::drain`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drained {
+    /// Senders remain: more may come.
+    Open,
+    /// Every sender was gone before the drain began, and the drain emptied the queue: nothing
+    /// more will ever arrive.
+    Disconnected,
+}
+
+impl<T> Outbox<T> {
+    /// A queue holding up to `capacity` items (at least 1), allocated now, with no sender yet.
+    pub(crate) fn new(capacity: usize) -> Arc<Outbox<T>> {
+        Arc::new(Outbox {
+            queue: ArrayQueue::new(capacity.max(1)),
+            senders: AtomicUsize::new(0),
+        })
+    }
+
+    /// A new sender.
+    pub(crate) fn sender(self: &Arc<Self>) -> Sender<T> {
+        self.senders.fetch_add(1, Ordering::Relaxed);
+        Sender { outbox: self.clone() }
+    }
+
+    /// Hands every queued item to `f`, oldest first, without waiting. Items pushed meanwhile may
+    /// be handed too. [`Drained::Disconnected`] means every sender had been dropped before the
+    /// drain began, so the drain saw all they pushed.
+    pub(crate) fn drain(&self, mut f: impl FnMut(T)) -> Drained {
+        // The Acquire load pairs with the Release decrement of each dropped sender: once it reads
+        // 0, every push of every sender is visible, and the drain below empties the queue for
+        // good.
+        let gone = self.senders.load(Ordering::Acquire) == 0;
+        while let Some(item) = self.queue.pop() {
+            f(item);
+        }
+        if gone {
+            Drained::Disconnected
+        } else {
+            Drained::Open
+        }
+    }
+}
+
+/// The sending end of an [`Outbox`], owned by one timed thread; dropping it (also when the
+/// thread panics) tells the writer one sender fewer remains.
+pub(crate) struct Sender<T> {
+    outbox: Arc<Outbox<T>>,
+}
+
+impl<T> Sender<T> {
+    /// Queues `item`; false when the queue is full (the item is dropped). Never blocks, never
+    /// wakes the writer.
+    pub(crate) fn try_send(&self, item: T) -> bool {
+        self.outbox.queue.push(item).is_ok()
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        self.outbox.senders.fetch_sub(1, Ordering::Release);
+    }
 }
 
 /// The start gate all threads wait at after setting themselves up.
@@ -108,7 +190,7 @@ pub(crate) struct ThreadResult {
     pub applied: Option<Policy>,
     /// The policy read back right before the thread ended, after it demoted itself.
     pub at_exit: Option<Policy>,
-    /// Records lost because the writer's channel was full.
+    /// Records lost because the queue to the writer was full.
     pub dropped: u64,
     /// Why demoting itself failed, if it did.
     pub demote_error: Option<String>,
@@ -155,7 +237,7 @@ struct Interp<'a> {
     idx: ThreadId,
     spec: &'a ThreadSpec,
     shared: &'a Shared,
-    tx: &'a SyncSender<Msg>,
+    tx: &'a Sender<Msg>,
     rng: pacer_workload::ThreadRng,
     t0: u64,
     t_first: u64,
@@ -184,8 +266,8 @@ pub(crate) fn thread_main(
     idx: usize,
     workload: Arc<Workload>,
     shared: Arc<Shared>,
-    tx: SyncSender<Msg>,
-    ready: Sender<(usize, Result<(), RunError>)>,
+    tx: Sender<Msg>,
+    ready: mpsc::Sender<(usize, Result<(), RunError>)>,
     seed: u64,
 ) -> ThreadResult {
     let spec = &workload.threads[idx];
@@ -339,9 +421,8 @@ impl<'a> Interp<'a> {
     }
 
     fn send(&mut self, m: Msg) {
-        match self.tx.try_send(m) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => self.dropped += 1,
+        if !self.tx.try_send(m) {
+            self.dropped += 1;
         }
     }
 
@@ -633,5 +714,98 @@ impl<'a> Interp<'a> {
                 Event::Boost { .. } => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_outbox_drops_and_the_last_sender_disconnects_it() {
+        let out = Outbox::<u32>::new(2);
+        let a = out.sender();
+        let b = out.sender();
+        assert!(a.try_send(1));
+        assert!(b.try_send(2));
+        // Full: the item is refused at once, nothing blocks.
+        assert!(!a.try_send(3));
+        let mut got = Vec::new();
+        assert_eq!(out.drain(|x| got.push(x)), Drained::Open);
+        assert_eq!(got, [1, 2]);
+        // Room again after the drain.
+        assert!(a.try_send(4));
+        drop(a);
+        // One sender left: still open, though the queue is drained.
+        assert_eq!(out.drain(|x| got.push(x)), Drained::Open);
+        assert!(b.try_send(5));
+        drop(b);
+        // The last sender is gone: the drain hands what it left, then reports the end.
+        assert_eq!(out.drain(|x| got.push(x)), Drained::Disconnected);
+        assert_eq!(got, [1, 2, 4, 5]);
+        assert_eq!(out.drain(|x| got.push(x)), Drained::Disconnected);
+        assert_eq!(got.len(), 4);
+        // A capacity of 0 is taken as 1.
+        let one = Outbox::<u32>::new(0);
+        let s = one.sender();
+        assert!(s.try_send(7));
+        assert!(!s.try_send(8));
+    }
+
+    #[test]
+    fn nothing_sent_is_lost_or_duplicated_across_threads() {
+        const THREADS: usize = 4;
+        const EACH: u64 = 20_000;
+        // Small enough that senders overrun the poller now and then.
+        let out = Outbox::<(usize, u64)>::new(256);
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let tx = out.sender();
+                std::thread::spawn(move || {
+                    let mut dropped = 0u64;
+                    for i in 0..EACH {
+                        if !tx.try_send((t, i)) {
+                            dropped += 1;
+                        }
+                    }
+                    dropped
+                })
+            })
+            .collect();
+        let mut last: Vec<Option<u64>> = vec![None; THREADS];
+        let mut received = 0u64;
+        loop {
+            let d = out.drain(|(t, i)| {
+                // Each sender's items arrive in the order sent, once.
+                assert!(
+                    last[t].is_none_or(|l| i > l),
+                    "thread {t}: {i} after {:?}",
+                    last[t]
+                );
+                last[t] = Some(i);
+                received += 1;
+            });
+            if d == Drained::Disconnected {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let dropped: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(received + dropped, THREADS as u64 * EACH);
+        assert!(received > 0);
+    }
+
+    #[test]
+    fn a_panicking_sender_still_disconnects() {
+        let out = Outbox::<u8>::new(4);
+        let tx = out.sender();
+        let h = std::thread::spawn(move || {
+            assert!(tx.try_send(1));
+            panic!("boom");
+        });
+        assert!(h.join().is_err());
+        let mut got = Vec::new();
+        assert_eq!(out.drain(|x| got.push(x)), Drained::Disconnected);
+        assert_eq!(got, [1]);
     }
 }
