@@ -8,6 +8,7 @@
 //! timer, reprogram a CPU after its bandwidth sums changed), the way `core.c` does not ask which
 //! class a task is in.
 
+pub(crate) mod cpudl;
 pub(crate) mod deadline;
 pub(crate) mod fair;
 pub(crate) mod rt;

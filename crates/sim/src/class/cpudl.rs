@@ -1,0 +1,759 @@
+//! Per-CPU key heaps for CPU selection, push and pull, after `kernel/sched/cpudeadline.c`
+//! (cpudl, Juri Lelli): the kernel keeps, per root domain, a max-heap of the deadlines running on
+//! each CPU (`elements[]` with the `cpu_to_idx` back-pointers, `cpudl_set()`/`cpudl_clear()`
+//! in O(log M)) and a mask of the CPUs running no deadline task (`free_cpus`), so that
+//! `cpudl_find()` answers "where may this waking or preempted task go?" without looking at every
+//! CPU.
+//!
+//! The engine (`crate::engine`) asks that question on every wake-up (`select_cpu`), push and pull,
+//! and today answers it by scanning all CPUs; with 48 CPUs and 192 tasks under global EDF the scans
+//! are about 60 % of the run time. [`CpuHeap`] is the same structure over the engine's [`Key`] (all
+//! classes, so one heap serves deadline, rt and fair; a free CPU has the key [`Key::Idle`], the
+//! largest):
+//!
+//! - [`CpuDl`] (= `CpuHeap<Max>`), keyed by the running thread's key: [`CpuHeap::max`] is the CPU
+//!   whose running thread is least urgent (an idle CPU if there is one), [`CpuDl::find`] is
+//!   `cpudl_find()`, [`CpuHeap::find_free`] is the `free_cpus` lookup.
+//! - [`CpuQueued`] (= `CpuHeap<Min>`), keyed by each CPU's most urgent *queued* thread (`Idle` when
+//!   nothing is queued): [`CpuQueued::find_pull`] finds the queued thread `pull()` takes, visiting
+//!   the CPUs most urgent first and stopping as soon as no further CPU can hold a better one (the
+//!   kernel's `pull_dl_task()` instead walks the overload mask, skipping run queues whose
+//!   `earliest_dl.next` is not earlier; this heap orders that walk).
+//!
+//! Differences from the kernel, and why:
+//! - Every CPU stays in the heap, an idle one with the key `Idle` (the kernel removes a CPU with no
+//!   deadline task from the heap and keeps it only in `free_cpus`). Since `Idle` is the largest key,
+//!   the heap top is then an idle CPU whenever there is one, and ties among idle CPUs follow the
+//!   same rule as every other tie. The free set is kept too, for affinity-restricted look-ups.
+//! - The heap order is total: (key, CPU index), equal keys ordered by the lower CPU index. The top
+//!   is therefore unique and deterministic, which the engine needs (its results must not depend on
+//!   the history of updates), and it makes the answers equal to the engine's scans (see
+//!   [`CpuDl::find`]).
+//! - Restricted affinities. The kernel's `cpudl_find()` looks only at `free_cpus` ∩ affinity and
+//!   then at the heap top; if neither gives a CPU it reports failure and `find_later_rq()` returns
+//!   -1 (the task stays where it is), and a task pinned to one CPU is not looked up at all
+//!   (`nr_cpus_allowed == 1`). The kernel accepts that approximation; the engine's results must
+//!   not change, so [`CpuDl::find`] does the same two checks and then falls back to a linear scan
+//!   of the keys: its answer is always the exact best one.
+
+use std::marker::PhantomData;
+
+use super::Key;
+
+/// Orientation of a [`CpuHeap`]: which of two keys is nearer the top.
+pub(crate) trait Order {
+    /// `a` goes strictly before `b` (regardless of CPU indices).
+    fn better(a: Key, b: Key) -> bool;
+}
+
+/// Largest key on top: the least urgent running thread, or an idle CPU (cpudl's max-heap).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Max {}
+
+/// Smallest key on top: the most urgent (queued) thread.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Min {}
+
+impl Order for Max {
+    fn better(a: Key, b: Key) -> bool {
+        a > b
+    }
+}
+
+impl Order for Min {
+    fn better(a: Key, b: Key) -> bool {
+        a < b
+    }
+}
+
+/// Keys of the running threads: `select_cpu` and `push`.
+#[allow(dead_code)] // engine integration pending
+pub(crate) type CpuDl = CpuHeap<Max>;
+/// Keys of the most urgent queued thread of each CPU: `pull`.
+#[allow(dead_code)] // engine integration pending
+pub(crate) type CpuQueued = CpuHeap<Min>;
+
+/// A key per CPU (`0..M`) in an indexed binary heap, plus the set of free CPUs (key `Idle`).
+///
+/// Order: CPU `a` goes before CPU `b` when `O::better(key[a], key[b])`, or the keys are equal and
+/// `a < b`. This is a total order, so the top ([`CpuHeap::best`]) is unique.
+///
+/// Costs: [`set`](CpuHeap::set) O(log M); [`best`](CpuHeap::best), [`key`](CpuHeap::key),
+/// [`is_free`](CpuHeap::is_free) O(1); [`find_free`](CpuHeap::find_free) O(M / 64 + free CPUs
+/// tested).
+#[allow(dead_code)] // engine integration pending
+#[derive(Debug, Clone)]
+pub(crate) struct CpuHeap<O: Order> {
+    /// Key of each CPU.
+    key: Vec<Key>,
+    /// The heap: `heap[i]` is a CPU; every entry goes before its children `2i + 1`, `2i + 2`.
+    heap: Vec<u32>,
+    /// `pos[cpu]`: where `cpu` is in `heap` (cpudl's `cpu_to_idx`).
+    pos: Vec<u32>,
+    /// Bit `cpu` set iff `key[cpu] == Key::Idle` (cpudl's `free_cpus`).
+    free: Vec<u64>,
+    _order: PhantomData<O>,
+}
+
+/// Whether CPU `a` (key `ka`) goes before CPU `b` (key `kb`) in the heap's total order.
+fn before<O: Order>(ka: Key, a: u32, kb: Key, b: u32) -> bool {
+    O::better(ka, kb) || (ka == kb && a < b)
+}
+
+/// Moves `v[i]` up to its place; `placed(x, j)` is told every element `x` stored at index `j`.
+fn sift_up(
+    v: &mut [u32],
+    mut i: usize,
+    before: impl Fn(u32, u32) -> bool,
+    mut placed: impl FnMut(u32, usize),
+) {
+    let x = v[i];
+    while i > 0 {
+        let p = (i - 1) / 2;
+        if !before(x, v[p]) {
+            break;
+        }
+        v[i] = v[p];
+        placed(v[i], i);
+        i = p;
+    }
+    v[i] = x;
+    placed(x, i);
+}
+
+/// Moves `v[i]` down to its place; `placed` as in [`sift_up`].
+fn sift_down(
+    v: &mut [u32],
+    mut i: usize,
+    before: impl Fn(u32, u32) -> bool,
+    mut placed: impl FnMut(u32, usize),
+) {
+    let x = v[i];
+    let n = v.len();
+    loop {
+        let l = 2 * i + 1;
+        if l >= n {
+            break;
+        }
+        let r = l + 1;
+        let c = if r < n && before(v[r], v[l]) { r } else { l };
+        if !before(v[c], x) {
+            break;
+        }
+        v[i] = v[c];
+        placed(v[i], i);
+        i = c;
+    }
+    v[i] = x;
+    placed(x, i);
+}
+
+#[allow(dead_code)] // engine integration pending
+impl<O: Order> CpuHeap<O> {
+    /// `m` CPUs, all free (key `Idle`).
+    ///
+    /// # Panics
+    /// If `m == 0` (the engine rejects platforms without CPUs) or `m` does not fit in a `u32`.
+    pub(crate) fn new(m: usize) -> Self {
+        assert!(m > 0, "CpuHeap needs at least one CPU");
+        let n = u32::try_from(m).expect("CPU count fits in u32");
+        let mut free = vec![u64::MAX; m.div_ceil(64)];
+        if !m.is_multiple_of(64) {
+            *free.last_mut().expect("m > 0") = (1u64 << (m % 64)) - 1;
+        }
+        // All keys equal: ascending CPU order is a valid heap (a parent's index, hence CPU, is
+        // smaller than its children's).
+        CpuHeap {
+            key: vec![Key::Idle; m],
+            heap: (0..n).collect(),
+            pos: (0..n).collect(),
+            free,
+            _order: PhantomData,
+        }
+    }
+
+    /// Number of CPUs (M).
+    pub(crate) fn len(&self) -> usize {
+        self.key.len()
+    }
+
+    /// The key of `cpu`.
+    pub(crate) fn key(&self, cpu: usize) -> Key {
+        self.key[cpu]
+    }
+
+    /// All keys, indexed by CPU.
+    pub(crate) fn keys(&self) -> &[Key] {
+        &self.key
+    }
+
+    /// Whether `cpu`'s key is `Idle` (for [`CpuDl`]: nothing runs there; for [`CpuQueued`]: nothing
+    /// is queued there).
+    pub(crate) fn is_free(&self, cpu: usize) -> bool {
+        self.free[cpu / 64] >> (cpu % 64) & 1 == 1
+    }
+
+    /// Sets `cpu`'s key (`cpudl_set()`, and `cpudl_clear()` when `key` is `Idle`). O(log M).
+    pub(crate) fn set(&mut self, cpu: usize, key: Key) {
+        let old = std::mem::replace(&mut self.key[cpu], key);
+        if old == key {
+            return;
+        }
+        let bit = 1u64 << (cpu % 64);
+        if key == Key::Idle {
+            self.free[cpu / 64] |= bit;
+        } else {
+            self.free[cpu / 64] &= !bit;
+        }
+        let Self {
+            key: keys, heap, pos, ..
+        } = self;
+        let i = pos[cpu] as usize;
+        let before = |a: u32, b: u32| before::<O>(keys[a as usize], a, keys[b as usize], b);
+        let placed = |x: u32, j: usize| pos[x as usize] = j as u32;
+        // The CPU index part of the order is unchanged, so the key alone says which way to go.
+        if O::better(key, old) {
+            sift_up(heap, i, before, placed);
+        } else {
+            sift_down(heap, i, before, placed);
+        }
+    }
+
+    /// The CPU at the top: the best key, the lowest CPU index among equal best keys. O(1).
+    pub(crate) fn best(&self) -> usize {
+        self.heap[0] as usize
+    }
+
+    /// A free CPU (key `Idle`) with `allowed(cpu)`: `prefer` if it qualifies, else the lowest
+    /// qualifying index; `None` if there is none. `prefer >= M` means no preference.
+    ///
+    /// This is the order of the engine's `select_cpu` for fair threads: `prev` first, then
+    /// `0..M` ascending. Cost: O(M / 64) plus one `allowed` call per free CPU tested.
+    pub(crate) fn find_free(&self, allowed: impl Fn(usize) -> bool, prefer: usize) -> Option<usize> {
+        if prefer < self.key.len() && self.is_free(prefer) && allowed(prefer) {
+            return Some(prefer);
+        }
+        for (w, &word) in self.free.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let cpu = w * 64 + bits.trailing_zeros() as usize;
+                if allowed(cpu) {
+                    return Some(cpu);
+                }
+                bits &= bits - 1;
+            }
+        }
+        None
+    }
+
+    /// The CPUs in heap order (best first, ties by lower index), visiting only as many heap nodes
+    /// as are taken plus their children: O(k log k) for the first k. `frontier` is scratch space
+    /// (cleared here) so that repeated walks do not allocate.
+    pub(crate) fn ordered<'a>(&'a self, frontier: &'a mut Vec<u32>) -> Ordered<'a, O> {
+        frontier.clear();
+        frontier.push(0);
+        Ordered { heap: self, frontier }
+    }
+
+    /// The best allowed CPU, with the tie-break of the engine's scans: `prefer` if it is allowed
+    /// and its key equals the best allowed key, else the lowest allowed index with that key.
+    /// Linear: one `allowed` call per CPU.
+    fn scan(&self, allowed: impl Fn(usize) -> bool, prefer: usize) -> Option<usize> {
+        let mut best: Option<(Key, usize)> = None;
+        if prefer < self.key.len() && allowed(prefer) {
+            best = Some((self.key[prefer], prefer));
+        }
+        for (c, &k) in self.key.iter().enumerate() {
+            if c == prefer || !allowed(c) {
+                continue;
+            }
+            if best.is_none_or(|(bk, _)| O::better(k, bk)) {
+                best = Some((k, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// Checks the heap property, the back-pointers and the free set.
+    #[cfg(test)]
+    fn check(&self) {
+        let m = self.key.len();
+        assert_eq!(self.heap.len(), m);
+        assert_eq!(self.pos.len(), m);
+        for (i, &c) in self.heap.iter().enumerate() {
+            assert_eq!(self.pos[c as usize] as usize, i, "pos of cpu {c}");
+            if i > 0 {
+                let p = self.heap[(i - 1) / 2];
+                assert!(
+                    before::<O>(self.key[p as usize], p, self.key[c as usize], c),
+                    "heap order at {i}"
+                );
+            }
+        }
+        for c in 0..m {
+            assert_eq!(self.is_free(c), self.key[c] == Key::Idle, "free bit of cpu {c}");
+        }
+        for c in m..self.free.len() * 64 {
+            assert_eq!(self.free[c / 64] >> (c % 64) & 1, 0, "free bit {c} beyond M");
+        }
+    }
+}
+
+#[allow(dead_code)] // engine integration pending
+impl CpuHeap<Max> {
+    /// The CPU with the largest key: an idle CPU if any (the lowest idle index), else the one
+    /// running the least urgent thread (lowest index among equal keys). `cpudl_maximum()`. O(1).
+    pub(crate) fn max(&self) -> usize {
+        self.best()
+    }
+
+    /// `cpudl_find()`: the CPU a thread that may run on the CPUs with `allowed(cpu)` should go to,
+    /// if any allowed CPU runs something it `beats` (or is idle).
+    ///
+    /// Result: among the allowed CPUs, the largest key K; ties go to `prefer` if it is allowed and
+    /// has key K, else to the lowest allowed index with key K. Then `Some(cpu)` if `beats(K)`,
+    /// `None` otherwise. `prefer >= M` means no preference.
+    ///
+    /// This is exactly what the engine's scans return (`best` replaced only by a strictly larger
+    /// key, so the first CPU in scan order wins ties):
+    /// - `select_cpu` (deadline/rt): scan `prev`, then `0..M` ascending without `prev`, over the
+    ///   allowed CPUs whose key the waker beats → `find(allowed, beats, prev)`;
+    /// - `push`: scan `0..M` ascending without `from` → `find(|c| c != from && allowed(c), beats,
+    ///   from)` (`prefer` excluded by `allowed` has no effect).
+    ///
+    /// Requirement: `beats` is upward closed (if `beats(k)` and `k' > k`, then `beats(k')`), so
+    /// that the best CPU the waker beats is the best allowed CPU, if the waker beats it at all.
+    /// The engine's `beats(a, ·)` is: a deadline or rt key beats every larger key; a fair key beats
+    /// only `Idle` (fair does not preempt fair on wake-up; deadline and rt keys are smaller).
+    ///
+    /// Cost: O(1) when the heap top is allowed (global scheduling, and whenever a CPU is idle and
+    /// the thread may use it). Otherwise the free set is searched if some CPU is idle
+    /// (O(M / 64 + idle CPUs tested)), and failing that the keys are scanned (O(M), the cost of
+    /// today's scan) — where the kernel gives up instead (see the module documentation).
+    /// Partitioned threads (a single allowed CPU) are best answered by the caller without calling
+    /// this, as `find_later_rq()` does.
+    pub(crate) fn find(
+        &self,
+        allowed: impl Fn(usize) -> bool,
+        beats: impl Fn(Key) -> bool,
+        prefer: usize,
+    ) -> Option<usize> {
+        let top = self.best();
+        let kmax = self.key[top];
+        let cpu = if allowed(top) {
+            // `top` is the lowest index with the largest key overall, hence among the allowed.
+            if prefer != top && prefer < self.key.len() && self.key[prefer] == kmax && allowed(prefer) {
+                prefer
+            } else {
+                top
+            }
+        } else if kmax == Key::Idle {
+            // Some CPU is idle: an allowed idle CPU has the largest possible key.
+            match self.find_free(&allowed, prefer) {
+                Some(c) => c,
+                None => self.scan(&allowed, prefer)?,
+            }
+        } else {
+            self.scan(&allowed, prefer)?
+        };
+        beats(self.key[cpu]).then_some(cpu)
+    }
+}
+
+#[allow(dead_code)] // engine integration pending
+impl CpuHeap<Min> {
+    /// The CPU with the most urgent queued thread (lowest index among equal keys); its key is
+    /// `Idle` when nothing is queued anywhere. O(1).
+    pub(crate) fn min(&self) -> usize {
+        self.best()
+    }
+
+    /// `pull()`: the thread to take from another CPU.
+    ///
+    /// - `allowed(c)`: CPU `c` may be pulled from (the engine: `c != cpu` and in `cpu`'s root
+    ///   domain);
+    /// - `first(c)`: the most urgent thread queued on `c` that may run on the pulling CPU, as
+    ///   (key, payload) — the engine's `first_allowed(c, cpu)`. Its key must be `>=` the key this
+    ///   heap holds for `c` (the most urgent queued key regardless of affinity; checked in debug
+    ///   builds), and it must be `None` when `c`'s key is `Idle`;
+    /// - `beats(k)`: a thread with key `k` should be pulled (the engine: `beats(k, local)`); it
+    ///   must be closed toward smaller keys (if `beats(k)` and `k' < k`, then `beats(k')`), which
+    ///   the engine's `beats(·, local)` is.
+    ///
+    /// Result: among the allowed CPUs `c` with `first(c) = Some((k, t))`, the smallest `k`, ties to
+    /// the lowest `c`; then `Some((c, k, t))` if `beats(k)`, else `None`. This is the engine's scan
+    /// of `0..M` ascending in which a candidate is replaced only by a strictly smaller key.
+    ///
+    /// The CPUs are visited in heap order (smallest key first) and the walk stops at the first
+    /// CPU whose heap key cannot lead to a better answer: a CPU holding (heap key, index)
+    /// lexicographically after the best (key, index) found so far, one whose key `beats` rejects,
+    /// or one with nothing queued. Under global scheduling `first(c)` is the heap key itself and
+    /// the walk takes O(log M), with one `first` call. `frontier` is scratch space.
+    pub(crate) fn find_pull<T>(
+        &self,
+        allowed: impl Fn(usize) -> bool,
+        mut first: impl FnMut(usize) -> Option<(Key, T)>,
+        beats: impl Fn(Key) -> bool,
+        frontier: &mut Vec<u32>,
+    ) -> Option<(usize, Key, T)> {
+        let mut best: Option<(Key, usize, T)> = None;
+        for c in self.ordered(frontier) {
+            let k = self.key[c];
+            if k == Key::Idle || !beats(k) {
+                break;
+            }
+            // Every later CPU `c'` has (key(c'), c') after (k, c), and first(c') >= key(c').
+            if best.as_ref().is_some_and(|&(bk, bc, _)| (k, c) > (bk, bc)) {
+                break;
+            }
+            if !allowed(c) {
+                continue;
+            }
+            if let Some((fk, t)) = first(c) {
+                debug_assert!(
+                    fk >= k,
+                    "first({c}) = {fk:?} is more urgent than the heap key {k:?}"
+                );
+                if best.as_ref().is_none_or(|&(bk, bc, _)| (fk, c) < (bk, bc)) {
+                    best = Some((fk, c, t));
+                }
+            }
+        }
+        best.filter(|&(k, _, _)| beats(k)).map(|(k, c, t)| (c, k, t))
+    }
+}
+
+/// Iterator of [`CpuHeap::ordered`]: a best-first walk of the heap, keeping the not yet visited
+/// children of visited nodes in a small heap of their own (`frontier`, holding heap indices).
+pub(crate) struct Ordered<'a, O: Order> {
+    heap: &'a CpuHeap<O>,
+    frontier: &'a mut Vec<u32>,
+}
+
+impl<O: Order> Iterator for Ordered<'_, O> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let h = self.heap;
+        let n = h.heap.len();
+        // Heap index `i` goes before heap index `j` when the CPU at `i` goes before the one at `j`.
+        let before = |i: u32, j: u32| {
+            let (a, b) = (h.heap[i as usize], h.heap[j as usize]);
+            before::<O>(h.key[a as usize], a, h.key[b as usize], b)
+        };
+        let f = &mut *self.frontier;
+        let i = *f.first()?;
+        let last = f.pop().expect("not empty");
+        if !f.is_empty() {
+            f[0] = last;
+            sift_down(f, 0, before, |_, _| {});
+        }
+        for child in [2 * i + 1, 2 * i + 2] {
+            if (child as usize) < n {
+                f.push(child);
+                let at = f.len() - 1;
+                sift_up(f, at, before, |_, _| {});
+            }
+        }
+        Some(h.heap[i as usize] as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The engine's `Sim::beats`.
+    fn beats(a: Key, b: Key) -> bool {
+        !matches!((a, b), (Key::Fair(_), Key::Fair(_))) && a < b
+    }
+
+    /// The engine's `select_cpu` loop (deadline/rt), over explicit keys.
+    fn scan_select(keys: &[Key], allowed: &dyn Fn(usize) -> bool, k: Key, prev: usize) -> Option<usize> {
+        let order = std::iter::once(prev).chain((0..keys.len()).filter(move |&c| c != prev));
+        let mut best: Option<(Key, usize)> = None;
+        for c in order {
+            if !allowed(c) {
+                continue;
+            }
+            let ck = keys[c];
+            if beats(k, ck) && best.is_none_or(|(bk, _)| ck > bk) {
+                best = Some((ck, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// The engine's `push` loop.
+    fn scan_push(keys: &[Key], allowed: &dyn Fn(usize) -> bool, k: Key, from: usize) -> Option<usize> {
+        let mut best: Option<(Key, usize)> = None;
+        for (c, &ck) in keys.iter().enumerate() {
+            if c == from || !allowed(c) {
+                continue;
+            }
+            if beats(k, ck) && best.is_none_or(|(bk, _)| ck > bk) {
+                best = Some((ck, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// The engine's fair `select_cpu` idle search (without the `first_allowed` fallback).
+    fn scan_free(keys: &[Key], allowed: &dyn Fn(usize) -> bool, prev: usize) -> Option<usize> {
+        std::iter::once(prev)
+            .chain((0..keys.len()).filter(|&c| c != prev))
+            .find(|&c| c < keys.len() && allowed(c) && keys[c] == Key::Idle)
+    }
+
+    /// The engine's `pull` loop; `first(c)` stands for `first_allowed(c, cpu)`.
+    fn scan_pull(
+        m: usize,
+        allowed: &dyn Fn(usize) -> bool,
+        first: &dyn Fn(usize) -> Option<Key>,
+        local: Key,
+    ) -> Option<(usize, Key)> {
+        let mut cand: Option<(Key, usize)> = None;
+        for other in 0..m {
+            if !allowed(other) {
+                continue;
+            }
+            if let Some(k) = first(other) {
+                if beats(k, local) && cand.is_none_or(|(ck, _)| k < ck) {
+                    cand = Some((k, other));
+                }
+            }
+        }
+        cand.map(|(k, c)| (c, k))
+    }
+
+    fn dl(d: u64) -> Key {
+        Key::Deadline(d)
+    }
+
+    #[test]
+    fn new_is_all_idle() {
+        for m in [1, 2, 63, 64, 65, 130] {
+            let h = CpuDl::new(m);
+            h.check();
+            assert_eq!(h.len(), m);
+            assert_eq!(h.max(), 0);
+            assert!((0..m).all(|c| h.is_free(c) && h.key(c) == Key::Idle));
+            assert_eq!(h.find_free(|_| true, m - 1), Some(m - 1));
+            assert_eq!(h.find_free(|c| c > 0, m), (m > 1).then_some(1));
+        }
+    }
+
+    #[test]
+    fn max_is_latest_deadline_then_lowest_index() {
+        let mut h = CpuDl::new(4);
+        for (c, d) in [(0, 10), (1, 30), (2, 20), (3, 30)] {
+            h.set(c, dl(d));
+            h.check();
+        }
+        assert_eq!(h.max(), 1);
+        assert!((0..4).all(|c| !h.is_free(c)));
+        h.set(1, dl(5));
+        assert_eq!(h.max(), 3);
+        h.set(2, Key::Rt(0));
+        assert_eq!(h.max(), 2);
+        h.set(0, Key::Idle);
+        assert_eq!(h.max(), 0);
+        assert!(h.is_free(0));
+        assert_eq!(h.keys(), &[Key::Idle, dl(5), Key::Rt(0), dl(30)]);
+        h.check();
+    }
+
+    #[test]
+    fn find_prefers_prev_on_ties_and_respects_beats() {
+        let mut h = CpuDl::new(4);
+        for (c, d) in [(0, 30), (1, 10), (2, 30), (3, 30)] {
+            h.set(c, dl(d));
+        }
+        let all = |_: usize| true;
+        assert_eq!(h.find(all, |k| beats(dl(20), k), 2), Some(2));
+        assert_eq!(h.find(all, |k| beats(dl(20), k), 1), Some(0));
+        assert_eq!(h.find(all, |k| beats(dl(30), k), 0), None);
+        // Top (CPU 0) not allowed: the fallback scan, ties to `prefer` then the lowest index.
+        assert_eq!(h.find(|c| c != 0, |k| beats(dl(20), k), 3), Some(3));
+        assert_eq!(h.find(|c| c != 0, |k| beats(dl(20), k), 1), Some(2));
+        assert_eq!(h.find(|c| c == 1, |k| beats(dl(5), k), 1), Some(1));
+        assert_eq!(h.find(|_| false, |_| true, 1), None);
+        // An idle CPU outside the affinity: the free set, then the scan.
+        h.set(1, Key::Idle);
+        assert_eq!(h.find(|c| c != 1, |k| beats(dl(20), k), 3), Some(3));
+        h.set(3, Key::Idle);
+        assert_eq!(h.find(|c| c != 1, |k| beats(dl(20), k), 0), Some(3));
+        assert_eq!(h.find(|c| c != 1, |k| beats(Key::Fair(0), k), 0), Some(3));
+        assert_eq!(h.find(|c| c == 0, |k| beats(Key::Fair(0), k), 0), None);
+    }
+
+    #[test]
+    fn ordered_walks_in_heap_order() {
+        let mut h = CpuQueued::new(6);
+        for (c, k) in [
+            (0, dl(9)),
+            (1, dl(3)),
+            (2, Key::Idle),
+            (3, dl(3)),
+            (4, Key::Rt(1)),
+            (5, dl(1)),
+        ] {
+            h.set(c, k);
+        }
+        let mut f = Vec::new();
+        assert_eq!(h.ordered(&mut f).collect::<Vec<_>>(), [5, 1, 3, 0, 4, 2]);
+        assert_eq!(h.min(), 5);
+        assert_eq!(h.ordered(&mut f).take(2).collect::<Vec<_>>(), [5, 1]);
+    }
+
+    #[test]
+    fn find_pull_skips_threads_not_allowed_here() {
+        let mut h = CpuQueued::new(4);
+        // CPU 1's most urgent queued thread (deadline 1) may not run on the puller; its next is 7.
+        for (c, k) in [(0, Key::Idle), (1, dl(1)), (2, dl(5)), (3, dl(5))] {
+            h.set(c, k);
+        }
+        let first = |c: usize| match c {
+            1 => Some((dl(7), 'a')),
+            2 => Some((dl(5), 'b')),
+            3 => Some((dl(5), 'c')),
+            _ => None,
+        };
+        let mut f = Vec::new();
+        let pull = |allowed: &dyn Fn(usize) -> bool, local: Key, f: &mut Vec<u32>| {
+            h.find_pull(allowed, first, |k| beats(k, local), f)
+        };
+        assert_eq!(pull(&|c| c != 0, Key::Idle, &mut f), Some((2, dl(5), 'b')));
+        assert_eq!(pull(&|c| c != 2, Key::Idle, &mut f), Some((3, dl(5), 'c')));
+        assert_eq!(pull(&|c| c == 1, Key::Idle, &mut f), Some((1, dl(7), 'a')));
+        assert_eq!(pull(&|c| c == 1, dl(7), &mut f), None);
+        assert_eq!(pull(&|_| true, dl(5), &mut f), None);
+        assert_eq!(pull(&|_| false, Key::Idle, &mut f), None);
+    }
+
+    /// Keys from a small set, so that ties are frequent.
+    fn key() -> impl Strategy<Value = Key> {
+        prop_oneof![
+            (0u64..6).prop_map(Key::Deadline),
+            (0u8..3).prop_map(Key::Rt),
+            (0u64..3).prop_map(Key::Fair),
+            Just(Key::Idle),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Set(usize, Key),
+        /// Waker key, random bits, affinity shape (see [`mask`]), prefer.
+        Query(Key, u64, u8, usize),
+    }
+
+    /// An affinity mask over `m` CPUs: all, about a half, about a quarter, or a single CPU.
+    fn mask(m: usize, bits: u64, shape: u8) -> u64 {
+        match shape {
+            0 => u64::MAX,
+            1 => bits,
+            2 => bits & bits.rotate_left(7),
+            _ => 1 << (bits % m as u64),
+        }
+    }
+
+    fn ops() -> impl Strategy<Value = (usize, Vec<Op>)> {
+        (1usize..=64).prop_flat_map(|m| {
+            let op = prop_oneof![
+                3 => (0..m, key()).prop_map(|(c, k)| Op::Set(c, k)),
+                2 => (key(), any::<u64>(), 0u8..4, 0..m + 1)
+                    .prop_map(|(k, bits, shape, p)| Op::Query(k, bits, shape, p)),
+            ];
+            (Just(m), prop::collection::vec(op, 0..200))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn cpudl_matches_engine_scans((m, ops) in ops()) {
+            let mut h = CpuDl::new(m);
+            let mut keys = vec![Key::Idle; m];
+            for op in ops {
+                match op {
+                    Op::Set(c, k) => {
+                        h.set(c, k);
+                        keys[c] = k;
+                        h.check();
+                    }
+                    Op::Query(k, bits, shape, prefer) => {
+                        let mask = mask(m, bits, shape);
+                        let allowed = |c: usize| mask >> c & 1 == 1;
+                        prop_assert_eq!(h.keys(), &keys[..]);
+                        let top = (0..m).max_by_key(|&c| (keys[c], std::cmp::Reverse(c))).unwrap();
+                        prop_assert_eq!(h.max(), top);
+                        // `prefer == m`: no preference, the plain ascending scan.
+                        let expect = if prefer < m {
+                            scan_select(&keys, &allowed, k, prefer)
+                        } else {
+                            scan_push(&keys, &allowed, k, m)
+                        };
+                        prop_assert_eq!(h.find(allowed, |ck| beats(k, ck), prefer), expect, "select_cpu");
+                        let from = prefer.min(m - 1);
+                        prop_assert_eq!(
+                            h.find(|c| c != from && allowed(c), |ck| beats(k, ck), from),
+                            scan_push(&keys, &allowed, k, from),
+                            "push"
+                        );
+                        prop_assert_eq!(h.find_free(allowed, prefer), scan_free(&keys, &allowed, prefer), "free");
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn find_pull_matches_engine_scan(
+            (m, ops) in ops(),
+            extra in prop::collection::vec((any::<bool>(), 0u64..4), 64),
+        ) {
+            // The heap key of each CPU is its most urgent queued key; the thread the puller may
+            // take from CPU c is either that one or, when `extra[c].0`, a less urgent one (its
+            // most urgent queued thread is not allowed on the puller), or none at all.
+            let mut h = CpuQueued::new(m);
+            let mut keys = vec![Key::Idle; m];
+            let mut frontier = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Set(c, k) => {
+                        h.set(c, k);
+                        keys[c] = k;
+                        h.check();
+                    }
+                    Op::Query(local, bits, shape, cpu) => {
+                        let mask = mask(m, bits, shape);
+                        let allowed = |c: usize| c != cpu && mask >> c & 1 == 1;
+                        let first = |c: usize| -> Option<Key> {
+                            let k = keys[c];
+                            match (k, extra[c]) {
+                                (Key::Idle, _) | (_, (true, 0)) => None,
+                                (Key::Deadline(d), (true, e)) => Some(Key::Deadline(d + e)),
+                                (Key::Rt(p), (true, e)) => Some(Key::Rt(p + e as u8)),
+                                (Key::Fair(v), (true, e)) => Some(Key::Fair(v + e)),
+                                (k, (false, _)) => Some(k),
+                            }
+                        };
+                        let got = h.find_pull(allowed, |c| first(c).map(|k| (k, c)), |k| beats(k, local), &mut frontier);
+                        prop_assert_eq!(got.map(|(c, k, t)| { assert_eq!(c, t); (c, k) }), scan_pull(m, &allowed, &first, local));
+                        let mut walk: Vec<usize> = h.ordered(&mut frontier).collect();
+                        let mut sorted: Vec<usize> = (0..m).collect();
+                        sorted.sort_by_key(|&c| (keys[c], c));
+                        prop_assert_eq!(&walk, &sorted);
+                        walk.sort_unstable();
+                        prop_assert_eq!(walk, (0..m).collect::<Vec<_>>());
+                        let top = (0..m).min_by_key(|&c| (keys[c], c)).unwrap();
+                        prop_assert_eq!(h.min(), top);
+                    }
+                }
+            }
+        }
+    }
+}
