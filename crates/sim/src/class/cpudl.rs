@@ -5,13 +5,13 @@
 //! `cpudl_find()` answers "where may this waking or preempted task go?" without looking at every
 //! CPU.
 //!
-//! The engine (`crate::engine`) asks that question on every wake-up (`select_cpu`), push and pull,
-//! and today answers it by scanning all CPUs; with 48 CPUs and 192 tasks under global EDF the scans
-//! are about 60 % of the run time. [`CpuHeap`] is the same structure over the engine's [`Key`] (all
-//! classes, so one heap serves deadline, rt and fair; a free CPU has the key [`Key::Idle`], the
-//! largest):
+//! The engine (`crate::engine`) asks that question on every wake-up (`select_cpu`), push and pull;
+//! answered by scanning all CPUs, with 48 CPUs and 192 tasks under global EDF the scans were about
+//! 60 % of the run time. [`CpuHeap`] is the same structure over the engine's [`Key`] (all classes,
+//! so one heap serves deadline, rt and fair; a free CPU has the key [`Key::Idle`], the largest),
+//! and [`RootHeaps`] keeps one pair per root domain, as the kernel keeps `rd->cpudl`:
 //!
-//! - [`CpuDl`] (= `CpuHeap<Max>`), keyed by the running thread's key: [`CpuHeap::max`] is the CPU
+//! - [`CpuDl`] (= `CpuHeap<Max>`), keyed by the running thread's key: [`CpuHeap::best`] is the CPU
 //!   whose running thread is least urgent (an idle CPU if there is one), [`CpuDl::find`] is
 //!   `cpudl_find()`, [`CpuHeap::find_free`] is the `free_cpus` lookup.
 //! - [`CpuQueued`] (= `CpuHeap<Min>`), keyed by each CPU's most urgent *queued* thread (`Idle` when
@@ -44,6 +44,31 @@ use super::Key;
 pub(crate) trait Order {
     /// `a` goes strictly before `b` (regardless of CPU indices).
     fn better(a: Key, b: Key) -> bool;
+    /// `k` as an integer that is larger the nearer the top `k` goes: `better(a, b)` iff
+    /// `rank(a) > rank(b)`. At most 66 bits.
+    fn rank(k: Key) -> u128;
+}
+
+/// `k` as an integer in the order of [`Key`] (class, then the class's key): 66 bits.
+fn key_rank(k: Key) -> u128 {
+    match k {
+        Key::Deadline(d) => d as u128,
+        Key::Rt(p) => 1 << 64 | p as u128,
+        Key::Fair(v) => 2 << 64 | v as u128,
+        Key::Idle => 3 << 64,
+    }
+}
+
+/// A heap entry: the key's rank in bits 32.., and the CPU as `u32::MAX − cpu` in bits 0..32, so
+/// that of two CPUs with equal keys the lower index has the larger entry. Entries are distinct and
+/// the heap compares them as plain integers, without looking anything up.
+fn entry<O: Order>(k: Key, cpu: u32) -> u128 {
+    O::rank(k) << 32 | (u32::MAX - cpu) as u128
+}
+
+/// The CPU of a heap entry.
+fn cpu_of(e: u128) -> usize {
+    (u32::MAX - e as u32) as usize
 }
 
 /// Largest key on top: the least urgent running thread, or an idle CPU (cpudl's max-heap).
@@ -58,19 +83,23 @@ impl Order for Max {
     fn better(a: Key, b: Key) -> bool {
         a > b
     }
+    fn rank(k: Key) -> u128 {
+        key_rank(k)
+    }
 }
 
 impl Order for Min {
     fn better(a: Key, b: Key) -> bool {
         a < b
     }
+    fn rank(k: Key) -> u128 {
+        key_rank(Key::Idle) - key_rank(k)
+    }
 }
 
 /// Keys of the running threads: `select_cpu` and `push`.
-#[allow(dead_code)] // engine integration pending
 pub(crate) type CpuDl = CpuHeap<Max>;
 /// Keys of the most urgent queued thread of each CPU: `pull`.
-#[allow(dead_code)] // engine integration pending
 pub(crate) type CpuQueued = CpuHeap<Min>;
 
 /// A key per CPU (`0..M`) in an indexed binary heap, plus the set of free CPUs (key `Idle`).
@@ -78,16 +107,16 @@ pub(crate) type CpuQueued = CpuHeap<Min>;
 /// Order: CPU `a` goes before CPU `b` when `O::better(key[a], key[b])`, or the keys are equal and
 /// `a < b`. This is a total order, so the top ([`CpuHeap::best`]) is unique.
 ///
-/// Costs: [`set`](CpuHeap::set) O(log M); [`best`](CpuHeap::best), [`key`](CpuHeap::key),
+/// Costs: [`set`](CpuHeap::set) O(log M); [`best`](CpuHeap::best),
 /// [`is_free`](CpuHeap::is_free) O(1); [`find_free`](CpuHeap::find_free) O(M / 64 + free CPUs
 /// tested).
-#[allow(dead_code)] // engine integration pending
 #[derive(Debug, Clone)]
 pub(crate) struct CpuHeap<O: Order> {
     /// Key of each CPU.
     key: Vec<Key>,
-    /// The heap: `heap[i]` is a CPU; every entry goes before its children `2i + 1`, `2i + 2`.
-    heap: Vec<u32>,
+    /// The heap of [`entry`]s (key and CPU): every entry is larger than its children `2i + 1`,
+    /// `2i + 2`.
+    heap: Vec<u128>,
     /// `pos[cpu]`: where `cpu` is in `heap` (cpudl's `cpu_to_idx`).
     pos: Vec<u32>,
     /// Bit `cpu` set iff `key[cpu] == Key::Idle` (cpudl's `free_cpus`).
@@ -95,17 +124,12 @@ pub(crate) struct CpuHeap<O: Order> {
     _order: PhantomData<O>,
 }
 
-/// Whether CPU `a` (key `ka`) goes before CPU `b` (key `kb`) in the heap's total order.
-fn before<O: Order>(ka: Key, a: u32, kb: Key, b: u32) -> bool {
-    O::better(ka, kb) || (ka == kb && a < b)
-}
-
 /// Moves `v[i]` up to its place; `placed(x, j)` is told every element `x` stored at index `j`.
-fn sift_up(
-    v: &mut [u32],
+fn sift_up<T: Copy>(
+    v: &mut [T],
     mut i: usize,
-    before: impl Fn(u32, u32) -> bool,
-    mut placed: impl FnMut(u32, usize),
+    before: impl Fn(T, T) -> bool,
+    mut placed: impl FnMut(T, usize),
 ) {
     let x = v[i];
     while i > 0 {
@@ -122,11 +146,11 @@ fn sift_up(
 }
 
 /// Moves `v[i]` down to its place; `placed` as in [`sift_up`].
-fn sift_down(
-    v: &mut [u32],
+fn sift_down<T: Copy>(
+    v: &mut [T],
     mut i: usize,
-    before: impl Fn(u32, u32) -> bool,
-    mut placed: impl FnMut(u32, usize),
+    before: impl Fn(T, T) -> bool,
+    mut placed: impl FnMut(T, usize),
 ) {
     let x = v[i];
     let n = v.len();
@@ -148,7 +172,6 @@ fn sift_down(
     placed(x, i);
 }
 
-#[allow(dead_code)] // engine integration pending
 impl<O: Order> CpuHeap<O> {
     /// `m` CPUs, all free (key `Idle`).
     ///
@@ -165,25 +188,16 @@ impl<O: Order> CpuHeap<O> {
         // smaller than its children's).
         CpuHeap {
             key: vec![Key::Idle; m],
-            heap: (0..n).collect(),
+            heap: (0..n).map(|c| entry::<O>(Key::Idle, c)).collect(),
             pos: (0..n).collect(),
             free,
             _order: PhantomData,
         }
     }
 
-    /// Number of CPUs (M).
-    pub(crate) fn len(&self) -> usize {
-        self.key.len()
-    }
-
-    /// The key of `cpu`.
-    pub(crate) fn key(&self, cpu: usize) -> Key {
-        self.key[cpu]
-    }
-
     /// All keys, indexed by CPU.
-    pub(crate) fn keys(&self) -> &[Key] {
+    #[cfg(test)]
+    fn keys(&self) -> &[Key] {
         &self.key
     }
 
@@ -205,14 +219,14 @@ impl<O: Order> CpuHeap<O> {
         } else {
             self.free[cpu / 64] &= !bit;
         }
-        let Self {
-            key: keys, heap, pos, ..
-        } = self;
+        let Self { heap, pos, .. } = self;
         let i = pos[cpu] as usize;
-        let before = |a: u32, b: u32| before::<O>(keys[a as usize], a, keys[b as usize], b);
-        let placed = |x: u32, j: usize| pos[x as usize] = j as u32;
-        // The CPU index part of the order is unchanged, so the key alone says which way to go.
-        if O::better(key, old) {
+        let e = entry::<O>(key, cpu as u32);
+        let up = e > heap[i];
+        heap[i] = e;
+        let before = |a: u128, b: u128| a > b;
+        let placed = |x: u128, j: usize| pos[cpu_of(x)] = j as u32;
+        if up {
             sift_up(heap, i, before, placed);
         } else {
             sift_down(heap, i, before, placed);
@@ -221,7 +235,7 @@ impl<O: Order> CpuHeap<O> {
 
     /// The CPU at the top: the best key, the lowest CPU index among equal best keys. O(1).
     pub(crate) fn best(&self) -> usize {
-        self.heap[0] as usize
+        cpu_of(self.heap[0])
     }
 
     /// A free CPU (key `Idle`) with `allowed(cpu)`: `prefer` if it qualifies, else the lowest
@@ -280,14 +294,12 @@ impl<O: Order> CpuHeap<O> {
         let m = self.key.len();
         assert_eq!(self.heap.len(), m);
         assert_eq!(self.pos.len(), m);
-        for (i, &c) in self.heap.iter().enumerate() {
-            assert_eq!(self.pos[c as usize] as usize, i, "pos of cpu {c}");
+        for (i, &e) in self.heap.iter().enumerate() {
+            let c = cpu_of(e);
+            assert_eq!(self.pos[c] as usize, i, "pos of cpu {c}");
+            assert_eq!(e, entry::<O>(self.key[c], c as u32), "entry of cpu {c}");
             if i > 0 {
-                let p = self.heap[(i - 1) / 2];
-                assert!(
-                    before::<O>(self.key[p as usize], p, self.key[c as usize], c),
-                    "heap order at {i}"
-                );
+                assert!(self.heap[(i - 1) / 2] > e, "heap order at {i}");
             }
         }
         for c in 0..m {
@@ -299,14 +311,7 @@ impl<O: Order> CpuHeap<O> {
     }
 }
 
-#[allow(dead_code)] // engine integration pending
 impl CpuHeap<Max> {
-    /// The CPU with the largest key: an idle CPU if any (the lowest idle index), else the one
-    /// running the least urgent thread (lowest index among equal keys). `cpudl_maximum()`. O(1).
-    pub(crate) fn max(&self) -> usize {
-        self.best()
-    }
-
     /// `cpudl_find()`: the CPU a thread that may run on the CPUs with `allowed(cpu)` should go to,
     /// if any allowed CPU runs something it `beats` (or is idle).
     ///
@@ -360,14 +365,7 @@ impl CpuHeap<Max> {
     }
 }
 
-#[allow(dead_code)] // engine integration pending
 impl CpuHeap<Min> {
-    /// The CPU with the most urgent queued thread (lowest index among equal keys); its key is
-    /// `Idle` when nothing is queued anywhere. O(1).
-    pub(crate) fn min(&self) -> usize {
-        self.best()
-    }
-
     /// `pull()`: the thread to take from another CPU.
     ///
     /// - `allowed(c)`: CPU `c` may be pulled from (the engine: `c != cpu` and in `cpu`'s root
@@ -437,10 +435,7 @@ impl<O: Order> Iterator for Ordered<'_, O> {
         let h = self.heap;
         let n = h.heap.len();
         // Heap index `i` goes before heap index `j` when the CPU at `i` goes before the one at `j`.
-        let before = |i: u32, j: u32| {
-            let (a, b) = (h.heap[i as usize], h.heap[j as usize]);
-            before::<O>(h.key[a as usize], a, h.key[b as usize], b)
-        };
+        let before = |i: u32, j: u32| h.heap[i as usize] > h.heap[j as usize];
         let f = &mut *self.frontier;
         let i = *f.first()?;
         let last = f.pop().expect("not empty");
@@ -455,7 +450,172 @@ impl<O: Order> Iterator for Ordered<'_, O> {
                 sift_up(f, at, before, |_, _| {});
             }
         }
-        Some(h.heap[i as usize] as usize)
+        Some(cpu_of(h.heap[i as usize]))
+    }
+}
+
+/// The heaps of every root domain, addressed by CPU number: the kernel keeps a cpudl per root
+/// domain (`rd->cpudl`), so that a look-up never meets a CPU the task cannot reach. Root domains
+/// are the connected components of the threads' affinities (`crate::engine`), so every affinity
+/// lies within one domain and a thread's CPU is in the domain of all its allowed CPUs.
+///
+/// Each domain's heaps are over its CPUs in ascending order (local index `i` is the domain's
+/// `i`-th CPU), so that "lower index" means the same locally and globally and the tie-breaks of
+/// [`CpuDl::find`], [`CpuHeap::find_free`] and [`CpuQueued::find_pull`] carry over unchanged.
+///
+/// Updates are lazy: [`RootHeaps::set_running`] and [`RootHeaps::queued_changed`] only note the
+/// CPU, and the heaps take the latest keys when a look-up needs them. A context switch sets a
+/// CPU's running key twice (idle, then the next thread) and changes its queue twice (the
+/// preempted thread back on it, the next one off it); the heaps see each CPU once per look-up,
+/// and not at all where nothing looks (partitioned threads, one-CPU domains).
+#[derive(Debug, Clone)]
+pub(crate) struct RootHeaps {
+    /// Per CPU: its domain and its index within the domain.
+    at: Vec<(u32, u32)>,
+    /// Per domain: its CPUs, ascending.
+    cpus: Vec<Vec<usize>>,
+    /// Per domain: the running keys (cpudl).
+    running: Vec<CpuDl>,
+    /// Per domain: the most urgent queued key of each CPU (what `pull()` walks).
+    queued: Vec<CpuQueued>,
+    /// Per CPU: the key of its running thread now (the heaps may lag behind).
+    running_now: Vec<Key>,
+    /// CPUs whose running key the heaps have not seen, and whose queue they have not looked at
+    /// since it changed; `stale` says which list holds a CPU (bit 0: running, bit 1: queued).
+    stale_running: Vec<u32>,
+    stale_queued: Vec<u32>,
+    stale: Vec<u8>,
+    /// Scratch space of [`CpuQueued::find_pull`].
+    frontier: Vec<u32>,
+}
+
+const STALE_RUNNING: u8 = 1;
+const STALE_QUEUED: u8 = 2;
+
+impl RootHeaps {
+    /// Heaps for the domains `domains` (each a non-empty list of CPUs, ascending; together a
+    /// partition of `0..M`), every CPU idle with nothing queued.
+    pub(crate) fn new(domains: &[Vec<usize>]) -> Self {
+        let m = domains.iter().map(Vec::len).sum();
+        let mut at = vec![(u32::MAX, u32::MAX); m];
+        for (d, cpus) in domains.iter().enumerate() {
+            debug_assert!(cpus.windows(2).all(|w| w[0] < w[1]), "domain {d} not ascending");
+            for (i, &c) in cpus.iter().enumerate() {
+                at[c] = (d as u32, i as u32);
+            }
+        }
+        assert!(
+            at.iter().all(|&(d, _)| d != u32::MAX),
+            "domains must cover 0..{m}"
+        );
+        RootHeaps {
+            at,
+            cpus: domains.to_vec(),
+            running: domains.iter().map(|c| CpuDl::new(c.len())).collect(),
+            queued: domains.iter().map(|c| CpuQueued::new(c.len())).collect(),
+            running_now: vec![Key::Idle; m],
+            stale_running: Vec::with_capacity(m),
+            stale_queued: Vec::with_capacity(m),
+            stale: vec![0; m],
+            frontier: Vec::new(),
+        }
+    }
+
+    fn at(&self, cpu: usize) -> (usize, usize) {
+        let (d, i) = self.at[cpu];
+        (d as usize, i as usize)
+    }
+
+    /// The key of the thread running on `cpu` (`Idle` when none).
+    pub(crate) fn running_key(&self, cpu: usize) -> Key {
+        self.running_now[cpu]
+    }
+
+    /// `cpu` now runs a thread of key `key`, or nothing (`Idle`).
+    pub(crate) fn set_running(&mut self, cpu: usize, key: Key) {
+        self.running_now[cpu] = key;
+        if self.stale[cpu] & STALE_RUNNING == 0 {
+            self.stale[cpu] |= STALE_RUNNING;
+            self.stale_running.push(cpu as u32);
+        }
+    }
+
+    /// `cpu`'s run queue changed: its most urgent queued key is asked again at the next pull.
+    pub(crate) fn queued_changed(&mut self, cpu: usize) {
+        if self.stale[cpu] & STALE_QUEUED == 0 {
+            self.stale[cpu] |= STALE_QUEUED;
+            self.stale_queued.push(cpu as u32);
+        }
+    }
+
+    /// The running heaps take the running keys set since the last look-up.
+    fn sync_running(&mut self) {
+        for c in self.stale_running.drain(..) {
+            let c = c as usize;
+            self.stale[c] &= !STALE_RUNNING;
+            let (d, i) = self.at[c];
+            self.running[d as usize].set(i as usize, self.running_now[c]);
+        }
+    }
+
+    /// The queued heaps take `queued_key(cpu)` of every CPU whose queue changed since the last
+    /// look-up.
+    fn sync_queued(&mut self, queued_key: impl Fn(usize) -> Key) {
+        for c in self.stale_queued.drain(..) {
+            let c = c as usize;
+            self.stale[c] &= !STALE_QUEUED;
+            let (d, i) = self.at[c];
+            self.queued[d as usize].set(i as usize, queued_key(c));
+        }
+    }
+
+    /// [`CpuDl::find`] in the root domain of `cpu`, preferring `cpu`; `allowed` and the result
+    /// are CPU numbers. Every CPU outside the domain counts as not allowed.
+    pub(crate) fn find(
+        &mut self,
+        cpu: usize,
+        allowed: impl Fn(usize) -> bool,
+        beats: impl Fn(Key) -> bool,
+    ) -> Option<usize> {
+        self.sync_running();
+        let (d, i) = self.at(cpu);
+        let cpus = &self.cpus[d];
+        self.running[d]
+            .find(|j| allowed(cpus[j]), beats, i)
+            .map(|j| cpus[j])
+    }
+
+    /// [`CpuHeap::find_free`] over the running keys of the root domain of `cpu`, preferring
+    /// `cpu`: an idle allowed CPU.
+    pub(crate) fn find_free(&mut self, cpu: usize, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        self.sync_running();
+        let (d, i) = self.at(cpu);
+        let cpus = &self.cpus[d];
+        self.running[d]
+            .find_free(|j| allowed(cpus[j]), i)
+            .map(|j| cpus[j])
+    }
+
+    /// [`CpuQueued::find_pull`] for `cpu`: over the other CPUs of its root domain, with
+    /// `first(c)` and the result in CPU numbers. `queued_key(c)` is the key of the most urgent
+    /// thread queued on CPU `c` that a pull may take (`Idle` when none), asked of the CPUs whose
+    /// queues changed since the last pull.
+    pub(crate) fn find_pull<T>(
+        &mut self,
+        cpu: usize,
+        queued_key: impl Fn(usize) -> Key,
+        mut first: impl FnMut(usize) -> Option<(Key, T)>,
+        beats: impl Fn(Key) -> bool,
+    ) -> Option<(usize, Key, T)> {
+        let (d, i) = self.at(cpu);
+        if self.cpus[d].len() == 1 {
+            return None;
+        }
+        self.sync_queued(queued_key);
+        let cpus = &self.cpus[d];
+        self.queued[d]
+            .find_pull(|j| j != i, |j| first(cpus[j]), beats, &mut self.frontier)
+            .map(|(j, k, t)| (cpus[j], k, t))
     }
 }
 
@@ -537,9 +697,9 @@ mod tests {
         for m in [1, 2, 63, 64, 65, 130] {
             let h = CpuDl::new(m);
             h.check();
-            assert_eq!(h.len(), m);
-            assert_eq!(h.max(), 0);
-            assert!((0..m).all(|c| h.is_free(c) && h.key(c) == Key::Idle));
+            assert_eq!(h.keys().len(), m);
+            assert_eq!(h.best(), 0);
+            assert!((0..m).all(|c| h.is_free(c) && h.keys()[c] == Key::Idle));
             assert_eq!(h.find_free(|_| true, m - 1), Some(m - 1));
             assert_eq!(h.find_free(|c| c > 0, m), (m > 1).then_some(1));
         }
@@ -552,14 +712,14 @@ mod tests {
             h.set(c, dl(d));
             h.check();
         }
-        assert_eq!(h.max(), 1);
+        assert_eq!(h.best(), 1);
         assert!((0..4).all(|c| !h.is_free(c)));
         h.set(1, dl(5));
-        assert_eq!(h.max(), 3);
+        assert_eq!(h.best(), 3);
         h.set(2, Key::Rt(0));
-        assert_eq!(h.max(), 2);
+        assert_eq!(h.best(), 2);
         h.set(0, Key::Idle);
-        assert_eq!(h.max(), 0);
+        assert_eq!(h.best(), 0);
         assert!(h.is_free(0));
         assert_eq!(h.keys(), &[Key::Idle, dl(5), Key::Rt(0), dl(30)]);
         h.check();
@@ -604,7 +764,7 @@ mod tests {
         }
         let mut f = Vec::new();
         assert_eq!(h.ordered(&mut f).collect::<Vec<_>>(), [5, 1, 3, 0, 4, 2]);
-        assert_eq!(h.min(), 5);
+        assert_eq!(h.best(), 5);
         assert_eq!(h.ordered(&mut f).take(2).collect::<Vec<_>>(), [5, 1]);
     }
 
@@ -633,6 +793,56 @@ mod tests {
         assert_eq!(pull(&|_| false, Key::Idle, &mut f), None);
     }
 
+    #[test]
+    fn root_heaps_answer_in_cpu_numbers_within_a_domain() {
+        // Domains {0, 2, 3} and {1, 4}: local indices differ from CPU numbers.
+        let mut h = RootHeaps::new(&[vec![0, 2, 3], vec![1, 4]]);
+        for (c, d) in [(0, 10), (1, 50), (2, 30), (3, 20), (4, 40)] {
+            h.set_running(c, dl(d));
+        }
+        assert_eq!(h.running_key(2), dl(30));
+        let all = |_: usize| true;
+        // The latest deadline of CPU 0's domain is CPU 2's (CPU 1's is in the other domain).
+        assert_eq!(h.find(0, all, |k| beats(dl(25), k)), Some(2));
+        assert_eq!(h.find(0, |c| c != 2, |k| beats(dl(15), k)), Some(3));
+        assert_eq!(h.find(4, all, |k| beats(dl(45), k)), Some(1));
+        assert_eq!(h.find(4, all, |k| beats(dl(55), k)), None);
+        assert_eq!(h.find_free(0, all), None);
+        // Set twice before a look-up: the heaps see the last key.
+        h.set_running(3, dl(99));
+        h.set_running(3, Key::Idle);
+        h.set_running(4, Key::Idle);
+        assert_eq!(h.running_key(3), Key::Idle);
+        assert_eq!(h.find_free(0, all), Some(3));
+        assert_eq!(h.find_free(1, all), Some(4));
+        assert_eq!(h.find_free(4, |c| c != 4), None);
+        assert_eq!(h.find(2, all, |k| beats(dl(99), k)), Some(3));
+        // Pull: CPU 1 holds the most urgent queued thread overall, but only CPU 4 may take it.
+        let mut queued = [Key::Idle, dl(1), dl(5), dl(7), Key::Idle];
+        for c in 0..5 {
+            h.queued_changed(c);
+        }
+        let pull = |h: &mut RootHeaps, q: &[Key; 5], cpu: usize, local: Key| {
+            h.find_pull(cpu, |c| q[c], |c| Some((q[c], c)), |k| beats(k, local))
+        };
+        assert_eq!(pull(&mut h, &queued, 0, Key::Idle), Some((2, dl(5), 2)));
+        assert_eq!(pull(&mut h, &queued, 3, Key::Idle), Some((2, dl(5), 2)));
+        assert_eq!(pull(&mut h, &queued, 2, Key::Idle), Some((3, dl(7), 3)));
+        assert_eq!(pull(&mut h, &queued, 2, dl(7)), None);
+        assert_eq!(pull(&mut h, &queued, 4, Key::Idle), Some((1, dl(1), 1)));
+        assert_eq!(pull(&mut h, &queued, 1, Key::Idle), None);
+        // A queue that changed is asked again; one that did not is not.
+        queued[3] = dl(2);
+        queued[2] = dl(3);
+        h.queued_changed(3);
+        assert_eq!(pull(&mut h, &queued, 0, Key::Idle), Some((3, dl(2), 3)));
+        // A domain of one CPU has nothing to pull.
+        let mut one = RootHeaps::new(&[vec![0], vec![1]]);
+        one.queued_changed(1);
+        let q = [Key::Idle, dl(1), Key::Idle, Key::Idle, Key::Idle];
+        assert_eq!(pull(&mut one, &q, 0, Key::Idle), None);
+    }
+
     /// Keys from a small set, so that ties are frequent.
     fn key() -> impl Strategy<Value = Key> {
         prop_oneof![
@@ -640,6 +850,18 @@ mod tests {
             (0u8..3).prop_map(Key::Rt),
             (0u64..3).prop_map(Key::Fair),
             Just(Key::Idle),
+        ]
+    }
+
+    /// Keys over their whole ranges.
+    fn any_key() -> impl Strategy<Value = Key> {
+        prop_oneof![
+            any::<u64>().prop_map(Key::Deadline),
+            any::<u8>().prop_map(Key::Rt),
+            any::<u64>().prop_map(Key::Fair),
+            Just(Key::Idle),
+            Just(Key::Deadline(u64::MAX)),
+            Just(Key::Fair(0)),
         ]
     }
 
@@ -675,6 +897,22 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         #[test]
+        fn ranks_and_entries_follow_the_key_order(
+            a in any_key(), b in any_key(), ca in 0u32..u32::MAX, cb in 0u32..u32::MAX,
+        ) {
+            prop_assert_eq!(Max::rank(a).cmp(&Max::rank(b)), a.cmp(&b));
+            prop_assert_eq!(Min::rank(a).cmp(&Min::rank(b)), b.cmp(&a));
+            prop_assert!(Max::rank(a) >> 66 == 0 && Min::rank(a) >> 66 == 0);
+            // Entries: the better key first, then the lower CPU.
+            let max = (a, std::cmp::Reverse(ca)).cmp(&(b, std::cmp::Reverse(cb)));
+            prop_assert_eq!(entry::<Max>(a, ca).cmp(&entry::<Max>(b, cb)), max);
+            let min = (b, cb).cmp(&(a, ca));
+            prop_assert_eq!(entry::<Min>(a, ca).cmp(&entry::<Min>(b, cb)), min);
+            prop_assert_eq!(cpu_of(entry::<Max>(a, ca)), ca as usize);
+            prop_assert_eq!(cpu_of(entry::<Min>(b, cb)), cb as usize);
+        }
+
+        #[test]
         fn cpudl_matches_engine_scans((m, ops) in ops()) {
             let mut h = CpuDl::new(m);
             let mut keys = vec![Key::Idle; m];
@@ -690,7 +928,7 @@ mod tests {
                         let allowed = |c: usize| mask >> c & 1 == 1;
                         prop_assert_eq!(h.keys(), &keys[..]);
                         let top = (0..m).max_by_key(|&c| (keys[c], std::cmp::Reverse(c))).unwrap();
-                        prop_assert_eq!(h.max(), top);
+                        prop_assert_eq!(h.best(), top);
                         // `prefer == m`: no preference, the plain ascending scan.
                         let expect = if prefer < m {
                             scan_select(&keys, &allowed, k, prefer)
@@ -750,7 +988,7 @@ mod tests {
                         walk.sort_unstable();
                         prop_assert_eq!(walk, (0..m).collect::<Vec<_>>());
                         let top = (0..m).min_by_key(|&c| (keys[c], c)).unwrap();
-                        prop_assert_eq!(h.min(), top);
+                        prop_assert_eq!(h.best(), top);
                     }
                 }
             }

@@ -16,6 +16,7 @@ pub(crate) mod rt;
 use pacer_model::Policy;
 
 use crate::record::ThreadId;
+use cpudl::RootHeaps;
 use deadline::{DlEntity, DlRq};
 use fair::{FairEntity, FairParams, FairRq};
 use rt::{RtEntity, RtRq};
@@ -334,6 +335,13 @@ impl Rq {
         self.fair.first_allowed(allowed).map(|(k, t)| (Key::Fair(k), t))
     }
 
+    /// The key of the most urgent queued thread a pull may take (delayed fair sleepers are not
+    /// taken), `Idle` when there is none: what the pull heap ([`cpudl::CpuQueued`]) holds for
+    /// this CPU, a lower bound of every [`Rq::first_allowed`].
+    pub fn first_queued(&self) -> Key {
+        self.first_allowed(|_| true).map_or(Key::Idle, |(k, _)| k)
+    }
+
     /// The running thread leaves the CPU. A preempted one goes back on its queue (rt: at the
     /// head of its priority list, as the kernel keeps a preempted FIFO task first).
     pub fn put_prev(&mut self, t: ThreadId, se: &mut Entity, how: Off) {
@@ -494,35 +502,30 @@ impl Rq {
     }
 }
 
-/// `select_task_rq()` over `cpus` (the waking thread's previous CPU first, then ascending),
-/// given each CPU's running key: a fair thread takes an idle allowed CPU, else stays on its
-/// previous one; deadline and rt take the CPU running the least urgent thread they preempt
-/// (cpudl / cpupri), else the first allowed one.
+/// `select_task_rq()` of a thread that may run on more than one CPU (core.c answers for a pinned
+/// one without asking the class), from the running keys of the CPUs of its root domain: a fair
+/// thread takes an idle allowed CPU (`prev` first, then the lowest), else stays on `prev`;
+/// deadline and rt take the CPU running the least urgent thread they preempt (cpudl / cpupri; ties
+/// to `prev`, then the lowest), else stay on `prev`. A `prev` outside the affinity falls back to
+/// the lowest allowed CPU of `0..ncpus`.
 pub(crate) fn select_task_rq(
     se: &Entity,
     prev: usize,
     ncpus: usize,
     allowed: impl Fn(usize) -> bool,
-    curr_key: impl Fn(usize) -> Key,
+    cpus: &mut RootHeaps,
 ) -> usize {
-    let order = std::iter::once(prev).chain((0..ncpus).filter(move |&c| c != prev));
-    let first_allowed = || order.clone().find(|&c| allowed(c)).unwrap_or(prev);
-    if se.prefers_idle_cpu() {
-        return order
-            .clone()
-            .find(|&c| allowed(c) && curr_key(c) == Key::Idle)
-            .unwrap_or_else(first_allowed);
-    }
-    let k = se.key();
-    let mut best: Option<(Key, usize)> = None;
-    for c in order.clone() {
-        if !allowed(c) {
-            continue;
+    let found = if se.prefers_idle_cpu() {
+        cpus.find_free(prev, &allowed)
+    } else {
+        let k = se.key();
+        cpus.find(prev, &allowed, |ck| k.preempts(ck))
+    };
+    found.unwrap_or_else(|| {
+        if allowed(prev) {
+            prev
+        } else {
+            (0..ncpus).find(|&c| allowed(c)).unwrap_or(prev)
         }
-        let ck = curr_key(c);
-        if k.preempts(ck) && best.is_none_or(|(bk, _)| ck > bk) {
-            best = Some((ck, c));
-        }
-    }
-    best.map_or_else(first_allowed, |(_, c)| c)
+    })
 }
