@@ -1034,7 +1034,12 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
         self.cpus[cpu].rq.put_prev(t, &mut th.se, how);
-        self.queued_changed(cpu);
+        if how == Off::Preempted {
+            // Back on the queue. A requeued thread is enqueued by the caller; a blocking fair
+            // thread may stay queued as a delayed sleeper, which no pull takes, so
+            // `first_queued` does not change.
+            self.queued_changed(cpu);
+        }
         Some(t)
     }
 
@@ -1095,9 +1100,11 @@ impl Sim {
         let ck = self.curr_key(cpu);
         let best = match curr {
             None => {
-                // The fair class may let delayed sleepers leave the queue.
+                // The fair class may let delayed sleepers leave the queue, which no pull takes:
+                // `first_queued` does not change.
+                let before = cfg!(debug_assertions).then(|| self.cpus[cpu].rq.first_queued());
                 let p = self.cpus[cpu].rq.pick_next();
-                self.queued_changed(cpu);
+                debug_assert!(before.is_none_or(|k| k == self.cpus[cpu].rq.first_queued()));
                 p
             }
             Some(_) => self.best_queued(cpu),
@@ -1159,7 +1166,6 @@ impl Sim {
     /// and beats what `cpu` has queued (`pull_dl_task()` / `pull_rt_task()`, idle balance for
     /// fair); ties go to the lowest CPU.
     fn pull(&mut self, cpu: usize) {
-        let local = self.best_queued(cpu).map_or(Key::Idle, |x| x.0);
         let Sim {
             cpudl, cpus, threads, ..
         } = self;
@@ -1171,7 +1177,7 @@ impl Sim {
                     .rq
                     .first_allowed(|t| threads[t as usize].affinity[cpu])
             },
-            |k| k.preempts(local),
+            || cpus[cpu].rq.pick().map_or(Key::Idle, |x| x.0),
         );
         if let Some((_, _, t)) = found {
             self.migrate_queued(t, cpu);
@@ -2221,10 +2227,8 @@ impl Sim {
                 self.deschedule(cpu, Off::Block);
             }
             State::Queued => self.dequeue(t),
-            _ => {
-                self.cpus[cpu].rq.drop_delayed(t);
-                self.queued_changed(cpu);
-            }
+            // A delayed sleeper leaves the queue (no pull would have taken it).
+            _ => self.cpus[cpu].rq.drop_delayed(t),
         }
         // Take the old entity's bandwidth out of the run queue's sums, put the new one's in.
         self.update_curr(cpu);

@@ -9,7 +9,8 @@
 //! answered by scanning all CPUs, with 48 CPUs and 192 tasks under global EDF the scans were about
 //! 60 % of the run time. [`CpuHeap`] is the same structure over the engine's [`Key`] (all classes,
 //! so one heap serves deadline, rt and fair; a free CPU has the key [`Key::Idle`], the largest),
-//! and [`RootHeaps`] keeps one pair per root domain, as the kernel keeps `rd->cpudl`:
+//! and [`RootHeaps`] keeps one pair per root domain, as the kernel keeps `rd->cpudl` (a domain of
+//! at most [`SCAN_MAX_CPUS`] CPUs is scanned instead, which is cheaper there):
 //!
 //! - [`CpuDl`] (= `CpuHeap<Max>`), keyed by the running thread's key: [`CpuHeap::best`] is the CPU
 //!   whose running thread is least urgent (an idle CPU if there is one), [`CpuDl::find`] is
@@ -122,6 +123,31 @@ pub(crate) struct CpuHeap<O: Order> {
     /// Bit `cpu` set iff `key[cpu] == Key::Idle` (cpudl's `free_cpus`).
     free: Vec<u64>,
     _order: PhantomData<O>,
+}
+
+/// The best allowed CPU of `0..n` (keys `key(c)`), with the tie-break of the engine's scans:
+/// `prefer` if it is allowed and its key equals the best allowed key, else the lowest allowed
+/// index with that key. Linear: one `allowed` call per CPU.
+fn scan<O: Order>(
+    n: usize,
+    key: impl Fn(usize) -> Key,
+    allowed: impl Fn(usize) -> bool,
+    prefer: usize,
+) -> Option<usize> {
+    let mut best: Option<(Key, usize)> = None;
+    if prefer < n && allowed(prefer) {
+        best = Some((key(prefer), prefer));
+    }
+    for c in 0..n {
+        if c == prefer || !allowed(c) {
+            continue;
+        }
+        let k = key(c);
+        if best.is_none_or(|(bk, _)| O::better(k, bk)) {
+            best = Some((k, c));
+        }
+    }
+    best.map(|(_, c)| c)
 }
 
 /// Moves `v[i]` up to its place; `placed(x, j)` is told every element `x` stored at index `j`.
@@ -269,23 +295,9 @@ impl<O: Order> CpuHeap<O> {
         Ordered { heap: self, frontier }
     }
 
-    /// The best allowed CPU, with the tie-break of the engine's scans: `prefer` if it is allowed
-    /// and its key equals the best allowed key, else the lowest allowed index with that key.
-    /// Linear: one `allowed` call per CPU.
+    /// [`scan`] over this heap's keys.
     fn scan(&self, allowed: impl Fn(usize) -> bool, prefer: usize) -> Option<usize> {
-        let mut best: Option<(Key, usize)> = None;
-        if prefer < self.key.len() && allowed(prefer) {
-            best = Some((self.key[prefer], prefer));
-        }
-        for (c, &k) in self.key.iter().enumerate() {
-            if c == prefer || !allowed(c) {
-                continue;
-            }
-            if best.is_none_or(|(bk, _)| O::better(k, bk)) {
-                best = Some((k, c));
-            }
-        }
-        best.map(|(_, c)| c)
+        scan::<O>(self.key.len(), |c| self.key[c], allowed, prefer)
     }
 
     /// Checks the heap property, the back-pointers and the free set.
@@ -454,17 +466,25 @@ impl<O: Order> Iterator for Ordered<'_, O> {
     }
 }
 
-/// The heaps of every root domain, addressed by CPU number: the kernel keeps a cpudl per root
-/// domain (`rd->cpudl`), so that a look-up never meets a CPU the task cannot reach. Root domains
-/// are the connected components of the threads' affinities (`crate::engine`), so every affinity
-/// lies within one domain and a thread's CPU is in the domain of all its allowed CPUs.
+/// Root domains of at most this many CPUs are answered by scanning them (the engine's scans before
+/// the heaps): for a handful of CPUs a scan costs less than keeping heaps up to date. Measured on
+/// generated G-EDF sets of 4 tasks per CPU: heaps and scans break even at 8 CPUs, heaps win from
+/// 10 (2 CPUs: scans ~10 % faster).
+pub(crate) const SCAN_MAX_CPUS: usize = 8;
+
+/// The look-up structures of every root domain, addressed by CPU number: the kernel keeps a cpudl
+/// per root domain (`rd->cpudl`), so that a look-up never meets a CPU the task cannot reach. Root
+/// domains are the connected components of the threads' affinities (`crate::engine`), so every
+/// affinity lies within one domain and a thread's CPU is in the domain of all its allowed CPUs.
 ///
-/// Each domain's heaps are over its CPUs in ascending order (local index `i` is the domain's
-/// `i`-th CPU), so that "lower index" means the same locally and globally and the tie-breaks of
-/// [`CpuDl::find`], [`CpuHeap::find_free`] and [`CpuQueued::find_pull`] carry over unchanged.
+/// A domain of more than [`SCAN_MAX_CPUS`] CPUs has a [`CpuDl`] and a [`CpuQueued`] over its CPUs
+/// in ascending order (local index `i` is the domain's `i`-th CPU), so that "lower index" means
+/// the same locally and globally and the tie-breaks of [`CpuDl::find`], [`CpuHeap::find_free`] and
+/// [`CpuQueued::find_pull`] carry over unchanged. A smaller domain is scanned, in the same order
+/// and with the same tie-breaks; the answers do not depend on which is used.
 ///
-/// Updates are lazy: [`RootHeaps::set_running`] and [`RootHeaps::queued_changed`] only note the
-/// CPU, and the heaps take the latest keys when a look-up needs them. A context switch sets a
+/// Heap updates are lazy: [`RootHeaps::set_running`] and [`RootHeaps::queued_changed`] only note
+/// the CPU, and the heaps take the latest keys when a look-up needs them. A context switch sets a
 /// CPU's running key twice (idle, then the next thread) and changes its queue twice (the
 /// preempted thread back on it, the next one off it); the heaps see each CPU once per look-up,
 /// and not at all where nothing looks (partitioned threads, one-CPU domains).
@@ -474,49 +494,72 @@ pub(crate) struct RootHeaps {
     at: Vec<(u32, u32)>,
     /// Per domain: its CPUs, ascending.
     cpus: Vec<Vec<usize>>,
-    /// Per domain: the running keys (cpudl).
-    running: Vec<CpuDl>,
-    /// Per domain: the most urgent queued key of each CPU (what `pull()` walks).
-    queued: Vec<CpuQueued>,
+    /// Per domain: its heaps, `None` for a domain that is scanned.
+    heaps: Vec<Option<Heaps>>,
     /// Per CPU: the key of its running thread now (the heaps may lag behind).
     running_now: Vec<Key>,
     /// CPUs whose running key the heaps have not seen, and whose queue they have not looked at
-    /// since it changed; `stale` says which list holds a CPU (bit 0: running, bit 1: queued).
+    /// since it changed; `stale` says which list holds a CPU (bit 0: running, bit 1: queued; both
+    /// for good for a CPU of a scanned domain, which has no heaps to update).
     stale_running: Vec<u32>,
     stale_queued: Vec<u32>,
     stale: Vec<u8>,
     /// Scratch space of [`CpuQueued::find_pull`].
     frontier: Vec<u32>,
+    /// Some domain has heaps (else there is nothing to keep up to date).
+    any_heaps: bool,
+}
+
+/// The heaps of one root domain.
+#[derive(Debug, Clone)]
+struct Heaps {
+    /// The running keys (cpudl).
+    running: CpuDl,
+    /// The most urgent queued key of each CPU (what `pull()` walks).
+    queued: CpuQueued,
 }
 
 const STALE_RUNNING: u8 = 1;
 const STALE_QUEUED: u8 = 2;
 
 impl RootHeaps {
-    /// Heaps for the domains `domains` (each a non-empty list of CPUs, ascending; together a
+    /// Look-ups for the domains `domains` (each a non-empty list of CPUs, ascending; together a
     /// partition of `0..M`), every CPU idle with nothing queued.
     pub(crate) fn new(domains: &[Vec<usize>]) -> Self {
         let m = domains.iter().map(Vec::len).sum();
         let mut at = vec![(u32::MAX, u32::MAX); m];
+        let mut stale = vec![0; m];
         for (d, cpus) in domains.iter().enumerate() {
             debug_assert!(cpus.windows(2).all(|w| w[0] < w[1]), "domain {d} not ascending");
             for (i, &c) in cpus.iter().enumerate() {
                 at[c] = (d as u32, i as u32);
+                if cpus.len() <= SCAN_MAX_CPUS {
+                    stale[c] = STALE_RUNNING | STALE_QUEUED;
+                }
             }
         }
         assert!(
             at.iter().all(|&(d, _)| d != u32::MAX),
             "domains must cover 0..{m}"
         );
+        let heaps: Vec<Option<Heaps>> = domains
+            .iter()
+            .map(|c| {
+                (c.len() > SCAN_MAX_CPUS).then(|| Heaps {
+                    running: CpuDl::new(c.len()),
+                    queued: CpuQueued::new(c.len()),
+                })
+            })
+            .collect();
         RootHeaps {
+            any_heaps: heaps.iter().any(Option::is_some),
             at,
             cpus: domains.to_vec(),
-            running: domains.iter().map(|c| CpuDl::new(c.len())).collect(),
-            queued: domains.iter().map(|c| CpuQueued::new(c.len())).collect(),
+            heaps,
             running_now: vec![Key::Idle; m],
             stale_running: Vec::with_capacity(m),
             stale_queued: Vec::with_capacity(m),
-            stale: vec![0; m],
+            stale,
             frontier: Vec::new(),
         }
     }
@@ -534,7 +577,7 @@ impl RootHeaps {
     /// `cpu` now runs a thread of key `key`, or nothing (`Idle`).
     pub(crate) fn set_running(&mut self, cpu: usize, key: Key) {
         self.running_now[cpu] = key;
-        if self.stale[cpu] & STALE_RUNNING == 0 {
+        if self.any_heaps && self.stale[cpu] & STALE_RUNNING == 0 {
             self.stale[cpu] |= STALE_RUNNING;
             self.stale_running.push(cpu as u32);
         }
@@ -542,7 +585,7 @@ impl RootHeaps {
 
     /// `cpu`'s run queue changed: its most urgent queued key is asked again at the next pull.
     pub(crate) fn queued_changed(&mut self, cpu: usize) {
-        if self.stale[cpu] & STALE_QUEUED == 0 {
+        if self.any_heaps && self.stale[cpu] & STALE_QUEUED == 0 {
             self.stale[cpu] |= STALE_QUEUED;
             self.stale_queued.push(cpu as u32);
         }
@@ -554,7 +597,9 @@ impl RootHeaps {
             let c = c as usize;
             self.stale[c] &= !STALE_RUNNING;
             let (d, i) = self.at[c];
-            self.running[d as usize].set(i as usize, self.running_now[c]);
+            if let Some(h) = &mut self.heaps[d as usize] {
+                h.running.set(i as usize, self.running_now[c]);
+            }
         }
     }
 
@@ -565,55 +610,131 @@ impl RootHeaps {
             let c = c as usize;
             self.stale[c] &= !STALE_QUEUED;
             let (d, i) = self.at[c];
-            self.queued[d as usize].set(i as usize, queued_key(c));
+            if let Some(h) = &mut self.heaps[d as usize] {
+                h.queued.set(i as usize, queued_key(c));
+            }
         }
     }
 
     /// [`CpuDl::find`] in the root domain of `cpu`, preferring `cpu`; `allowed` and the result
     /// are CPU numbers. Every CPU outside the domain counts as not allowed.
+    ///
+    /// The scan of a small domain is inlined into the caller (with its closures: a few CPUs
+    /// cost less than a call), the heaps' look-up is not.
+    #[inline]
     pub(crate) fn find(
         &mut self,
         cpu: usize,
         allowed: impl Fn(usize) -> bool,
         beats: impl Fn(Key) -> bool,
     ) -> Option<usize> {
-        self.sync_running();
         let (d, i) = self.at(cpu);
+        if self.heaps[d].is_some() {
+            return self.find_in_heaps(d, i, allowed, beats);
+        }
+        // The scan: `cpu` first, then ascending, a candidate replaced only by a larger key.
+        let keys = &self.running_now;
+        let mut best: Option<(Key, usize)> = None;
+        for c in std::iter::once(cpu).chain(self.cpus[d].iter().copied().filter(|&c| c != cpu)) {
+            let ck = keys[c];
+            if allowed(c) && beats(ck) && best.is_none_or(|(bk, _)| ck > bk) {
+                best = Some((ck, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// [`RootHeaps::find`] in domain `d`, which has heaps, preferring its `i`-th CPU.
+    #[inline(never)]
+    fn find_in_heaps(
+        &mut self,
+        d: usize,
+        i: usize,
+        allowed: impl Fn(usize) -> bool,
+        beats: impl Fn(Key) -> bool,
+    ) -> Option<usize> {
+        self.sync_running();
         let cpus = &self.cpus[d];
-        self.running[d]
-            .find(|j| allowed(cpus[j]), beats, i)
-            .map(|j| cpus[j])
+        let h = self.heaps[d].as_ref().expect("a domain with heaps");
+        h.running.find(|j| allowed(cpus[j]), beats, i).map(|j| cpus[j])
     }
 
     /// [`CpuHeap::find_free`] over the running keys of the root domain of `cpu`, preferring
     /// `cpu`: an idle allowed CPU.
+    #[inline]
     pub(crate) fn find_free(&mut self, cpu: usize, allowed: impl Fn(usize) -> bool) -> Option<usize> {
-        self.sync_running();
         let (d, i) = self.at(cpu);
+        if self.heaps[d].is_some() {
+            return self.find_free_in_heaps(d, i, allowed);
+        }
+        let idle = |c: usize| self.running_now[c] == Key::Idle && allowed(c);
+        std::iter::once(cpu)
+            .chain(self.cpus[d].iter().copied())
+            .find(|&c| idle(c))
+    }
+
+    /// [`RootHeaps::find_free`] in domain `d`, which has heaps, preferring its `i`-th CPU.
+    #[inline(never)]
+    fn find_free_in_heaps(&mut self, d: usize, i: usize, allowed: impl Fn(usize) -> bool) -> Option<usize> {
+        self.sync_running();
         let cpus = &self.cpus[d];
-        self.running[d]
-            .find_free(|j| allowed(cpus[j]), i)
-            .map(|j| cpus[j])
+        let h = self.heaps[d].as_ref().expect("a domain with heaps");
+        h.running.find_free(|j| allowed(cpus[j]), i).map(|j| cpus[j])
     }
 
     /// [`CpuQueued::find_pull`] for `cpu`: over the other CPUs of its root domain, with
-    /// `first(c)` and the result in CPU numbers. `queued_key(c)` is the key of the most urgent
-    /// thread queued on CPU `c` that a pull may take (`Idle` when none), asked of the CPUs whose
-    /// queues changed since the last pull.
+    /// `first(c)` and the result in CPU numbers, for a puller whose most urgent queued thread has
+    /// the key `local()` (`Idle` when none): a thread is pulled if it preempts that
+    /// ([`Key::preempts`]). `queued_key(c)` is the key of the most urgent thread queued on CPU
+    /// `c` that a pull may take (`Idle` when none), asked of the CPUs whose queues changed since
+    /// the last pull.
+    ///
+    /// The scan of a small domain finds the most urgent candidate first and calls `local` only if
+    /// there is one (`preempts(·, local)` holds for every key below one it holds for, so the most
+    /// urgent candidate preempts if any does).
+    #[inline]
     pub(crate) fn find_pull<T>(
         &mut self,
         cpu: usize,
         queued_key: impl Fn(usize) -> Key,
         mut first: impl FnMut(usize) -> Option<(Key, T)>,
-        beats: impl Fn(Key) -> bool,
+        local: impl FnOnce() -> Key,
     ) -> Option<(usize, Key, T)> {
         let (d, i) = self.at(cpu);
-        if self.cpus[d].len() == 1 {
-            return None;
+        if self.heaps[d].is_some() {
+            return self.find_pull_in_heaps(d, i, queued_key, first, local());
         }
+        // The scan: ascending, a candidate replaced only by a strictly more urgent one.
+        let mut best: Option<(Key, usize, T)> = None;
+        for &c in &self.cpus[d] {
+            if c == cpu {
+                continue;
+            }
+            if let Some((k, t)) = first(c) {
+                if best.as_ref().is_none_or(|&(bk, _, _)| k < bk) {
+                    best = Some((k, c, t));
+                }
+            }
+        }
+        let (k, c, t) = best?;
+        k.preempts(local()).then_some((c, k, t))
+    }
+
+    /// [`RootHeaps::find_pull`] in domain `d`, which has heaps, for its `i`-th CPU.
+    #[inline(never)]
+    fn find_pull_in_heaps<T>(
+        &mut self,
+        d: usize,
+        i: usize,
+        queued_key: impl Fn(usize) -> Key,
+        mut first: impl FnMut(usize) -> Option<(Key, T)>,
+        local: Key,
+    ) -> Option<(usize, Key, T)> {
         self.sync_queued(queued_key);
         let cpus = &self.cpus[d];
-        self.queued[d]
+        let h = self.heaps[d].as_ref().expect("a domain with heaps");
+        let beats = |k: Key| k.preempts(local);
+        h.queued
             .find_pull(|j| j != i, |j| first(cpus[j]), beats, &mut self.frontier)
             .map(|(j, k, t)| (cpus[j], k, t))
     }
@@ -795,52 +916,71 @@ mod tests {
 
     #[test]
     fn root_heaps_answer_in_cpu_numbers_within_a_domain() {
-        // Domains {0, 2, 3} and {1, 4}: local indices differ from CPU numbers.
-        let mut h = RootHeaps::new(&[vec![0, 2, 3], vec![1, 4]]);
-        for (c, d) in [(0, 10), (1, 50), (2, 30), (3, 20), (4, 40)] {
-            h.set_running(c, dl(d));
+        // Domains {0, 2, 3} (scanned, or with `pad` more CPUs, heaps) and {1, 4}: local indices
+        // differ from CPU numbers. The padding CPUs run the most urgent key and queue nothing,
+        // so that no answer changes.
+        for pad in [0, SCAN_MAX_CPUS] {
+            let m = 5 + pad;
+            let big: Vec<usize> = [0, 2, 3].into_iter().chain(5..m).collect();
+            let mut h = RootHeaps::new(&[big, vec![1, 4]]);
+            assert_eq!(h.heaps[0].is_some(), pad > 0);
+            for c in 5..m {
+                h.set_running(c, dl(0));
+            }
+            for (c, d) in [(0, 10), (1, 50), (2, 30), (3, 20), (4, 40)] {
+                h.set_running(c, dl(d));
+            }
+            assert_eq!(h.running_key(2), dl(30));
+            let all = |_: usize| true;
+            // The latest deadline of CPU 0's domain is CPU 2's (CPU 1's is in the other one).
+            assert_eq!(h.find(0, all, |k| beats(dl(25), k)), Some(2));
+            assert_eq!(h.find(0, |c| c != 2, |k| beats(dl(15), k)), Some(3));
+            assert_eq!(h.find(4, all, |k| beats(dl(45), k)), Some(1));
+            assert_eq!(h.find(4, all, |k| beats(dl(55), k)), None);
+            assert_eq!(h.find_free(0, all), None);
+            // Set twice before a look-up: the heaps see the last key.
+            h.set_running(3, dl(99));
+            h.set_running(3, Key::Idle);
+            h.set_running(4, Key::Idle);
+            assert_eq!(h.running_key(3), Key::Idle);
+            assert_eq!(h.find_free(0, all), Some(3));
+            assert_eq!(h.find_free(1, all), Some(4));
+            assert_eq!(h.find_free(4, |c| c != 4), None);
+            assert_eq!(h.find(2, all, |k| beats(dl(99), k)), Some(3));
+            // Pull: CPU 1 holds the most urgent queued thread overall, but only CPU 4 may take it.
+            let mut queued = vec![Key::Idle; m];
+            queued[1..4].copy_from_slice(&[dl(1), dl(5), dl(7)]);
+            for c in 0..m {
+                h.queued_changed(c);
+            }
+            let pull = |h: &mut RootHeaps, q: &[Key], cpu: usize, local: Key| {
+                h.find_pull(
+                    cpu,
+                    |c| q[c],
+                    |c| (q[c] != Key::Idle).then_some((q[c], c)),
+                    || local,
+                )
+            };
+            assert_eq!(pull(&mut h, &queued, 0, Key::Idle), Some((2, dl(5), 2)));
+            assert_eq!(pull(&mut h, &queued, 3, Key::Idle), Some((2, dl(5), 2)));
+            assert_eq!(pull(&mut h, &queued, 2, Key::Idle), Some((3, dl(7), 3)));
+            assert_eq!(pull(&mut h, &queued, 2, dl(7)), None);
+            assert_eq!(pull(&mut h, &queued, 4, Key::Idle), Some((1, dl(1), 1)));
+            assert_eq!(pull(&mut h, &queued, 1, Key::Idle), None);
+            // A queue that changed is asked again.
+            queued[3] = dl(2);
+            queued[2] = dl(3);
+            h.queued_changed(3);
+            h.queued_changed(2);
+            assert_eq!(pull(&mut h, &queued, 0, Key::Idle), Some((3, dl(2), 3)));
         }
-        assert_eq!(h.running_key(2), dl(30));
-        let all = |_: usize| true;
-        // The latest deadline of CPU 0's domain is CPU 2's (CPU 1's is in the other domain).
-        assert_eq!(h.find(0, all, |k| beats(dl(25), k)), Some(2));
-        assert_eq!(h.find(0, |c| c != 2, |k| beats(dl(15), k)), Some(3));
-        assert_eq!(h.find(4, all, |k| beats(dl(45), k)), Some(1));
-        assert_eq!(h.find(4, all, |k| beats(dl(55), k)), None);
-        assert_eq!(h.find_free(0, all), None);
-        // Set twice before a look-up: the heaps see the last key.
-        h.set_running(3, dl(99));
-        h.set_running(3, Key::Idle);
-        h.set_running(4, Key::Idle);
-        assert_eq!(h.running_key(3), Key::Idle);
-        assert_eq!(h.find_free(0, all), Some(3));
-        assert_eq!(h.find_free(1, all), Some(4));
-        assert_eq!(h.find_free(4, |c| c != 4), None);
-        assert_eq!(h.find(2, all, |k| beats(dl(99), k)), Some(3));
-        // Pull: CPU 1 holds the most urgent queued thread overall, but only CPU 4 may take it.
-        let mut queued = [Key::Idle, dl(1), dl(5), dl(7), Key::Idle];
-        for c in 0..5 {
-            h.queued_changed(c);
-        }
-        let pull = |h: &mut RootHeaps, q: &[Key; 5], cpu: usize, local: Key| {
-            h.find_pull(cpu, |c| q[c], |c| Some((q[c], c)), |k| beats(k, local))
-        };
-        assert_eq!(pull(&mut h, &queued, 0, Key::Idle), Some((2, dl(5), 2)));
-        assert_eq!(pull(&mut h, &queued, 3, Key::Idle), Some((2, dl(5), 2)));
-        assert_eq!(pull(&mut h, &queued, 2, Key::Idle), Some((3, dl(7), 3)));
-        assert_eq!(pull(&mut h, &queued, 2, dl(7)), None);
-        assert_eq!(pull(&mut h, &queued, 4, Key::Idle), Some((1, dl(1), 1)));
-        assert_eq!(pull(&mut h, &queued, 1, Key::Idle), None);
-        // A queue that changed is asked again; one that did not is not.
-        queued[3] = dl(2);
-        queued[2] = dl(3);
-        h.queued_changed(3);
-        assert_eq!(pull(&mut h, &queued, 0, Key::Idle), Some((3, dl(2), 3)));
         // A domain of one CPU has nothing to pull.
         let mut one = RootHeaps::new(&[vec![0], vec![1]]);
         one.queued_changed(1);
-        let q = [Key::Idle, dl(1), Key::Idle, Key::Idle, Key::Idle];
-        assert_eq!(pull(&mut one, &q, 0, Key::Idle), None);
+        assert_eq!(
+            one.find_pull(0, |_| dl(1), |c| Some((dl(1), c)), || Key::Idle),
+            None
+        );
     }
 
     /// Keys from a small set, so that ties are frequent.
@@ -880,6 +1020,15 @@ mod tests {
             2 => bits & bits.rotate_left(7),
             _ => 1 << (bits % m as u64),
         }
+    }
+
+    #[derive(Debug, Clone)]
+    enum RhOp {
+        /// CPU, key, and whether it is the queued key (else the running one).
+        Set(usize, Key, bool),
+        /// Waker key, random bits, affinity shape (see [`mask`]), CPU (prev, from, puller),
+        /// the puller's local key.
+        Query(Key, u64, u8, usize, Key),
     }
 
     fn ops() -> impl Strategy<Value = (usize, Vec<Op>)> {
@@ -943,6 +1092,77 @@ mod tests {
                             "push"
                         );
                         prop_assert_eq!(h.find_free(allowed, prefer), scan_free(&keys, &allowed, prefer), "free");
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn root_heaps_match_engine_scans(
+            (m, labels, ops) in (1usize..=40).prop_flat_map(|m| {
+                let labels = prop_oneof![
+                    Just(vec![0usize; m]),
+                    prop::collection::vec(0usize..2, m),
+                    prop::collection::vec(0usize..4, m),
+                ];
+                let op = prop_oneof![
+                    3 => (0..m, key(), any::<bool>()).prop_map(|(c, k, q)| RhOp::Set(c, k, q)),
+                    2 => (key(), any::<u64>(), 0u8..4, 0..m, key())
+                        .prop_map(|(k, bits, shape, c, local)| RhOp::Query(k, bits, shape, c, local)),
+                ];
+                (Just(m), labels, prop::collection::vec(op, 0..300))
+            }),
+            extra in prop::collection::vec((any::<bool>(), 0u64..4), 40),
+        ) {
+            let domains: Vec<Vec<usize>> = (0..4)
+                .map(|l| (0..m).filter(|&c| labels[c] == l).collect::<Vec<_>>())
+                .filter(|d| !d.is_empty())
+                .collect();
+            let mut h = RootHeaps::new(&domains);
+            let (mut running, mut queued) = (vec![Key::Idle; m], vec![Key::Idle; m]);
+            for op in ops {
+                match op {
+                    RhOp::Set(c, k, false) => {
+                        h.set_running(c, k);
+                        running[c] = k;
+                    }
+                    RhOp::Set(c, k, true) => {
+                        h.queued_changed(c);
+                        queued[c] = k;
+                    }
+                    RhOp::Query(k, bits, shape, cpu, local) => {
+                        let dom = |c: usize| labels[c] == labels[cpu];
+                        let mask = mask(m, bits, shape);
+                        let allowed = |c: usize| dom(c) && mask >> c & 1 == 1;
+                        prop_assert_eq!(h.running_key(cpu), running[cpu]);
+                        prop_assert_eq!(
+                            h.find(cpu, allowed, |ck| beats(k, ck)),
+                            scan_select(&running, &allowed, k, cpu),
+                            "select"
+                        );
+                        prop_assert_eq!(
+                            h.find(cpu, |c| c != cpu && allowed(c), |ck| beats(k, ck)),
+                            scan_push(&running, &allowed, k, cpu),
+                            "push"
+                        );
+                        prop_assert_eq!(h.find_free(cpu, allowed), scan_free(&running, &allowed, cpu), "free");
+                        // What CPU c offers the puller: as in `find_pull_matches_engine_scan`.
+                        let first = |c: usize| -> Option<Key> {
+                            match (queued[c], extra[c]) {
+                                (Key::Idle, _) | (_, (true, 0)) => None,
+                                (Key::Deadline(d), (true, e)) => Some(Key::Deadline(d + e)),
+                                (Key::Rt(p), (true, e)) => Some(Key::Rt(p + e as u8)),
+                                (Key::Fair(v), (true, e)) => Some(Key::Fair(v + e)),
+                                (k, (false, _)) => Some(k),
+                            }
+                        };
+                        let got = h.find_pull(cpu, |c| queued[c], |c| first(c).map(|k| (k, c)), || local);
+                        let others = |c: usize| c != cpu && dom(c);
+                        prop_assert_eq!(
+                            got.map(|(c, k, t)| { assert_eq!(c, t); (c, k) }),
+                            scan_pull(m, &others, &first, local),
+                            "pull"
+                        );
                     }
                 }
             }
