@@ -329,7 +329,7 @@ pub struct Sim {
     /// Results produced while handling one event, delivered to the observer right after it.
     pending_jobs: Vec<JobRecord>,
     /// Reused buffer of the wake-ups of one instant.
-    wake_batch: Vec<ThreadId>,
+    wake_batch: Vec<(Key, ThreadId)>,
     pending_trace: Vec<TraceEvent>,
     /// Index in `root_domains` of each CPU's root domain (threads never move between domains).
     root_domain: Vec<usize>,
@@ -1382,17 +1382,18 @@ impl Sim {
         }
         let mut batch = std::mem::take(&mut self.wake_batch);
         batch.clear();
-        batch.push(first);
+        batch.push((self.wake_key(first), first));
         while let Some(&Reverse((t, Kind::Wakeup, _, id, _))) = self.events.peek() {
             if t != time {
                 break;
             }
             self.events.pop();
             self.events_processed += 1;
-            batch.push(id);
+            batch.push((self.wake_key(id), id));
         }
-        batch.sort_by_key(|&t| (self.wake_key(t), t));
-        for &t in &batch {
+        // Each key computed once (the CBS wake-up rule on a copy of the entity); distinct threads.
+        batch.sort_unstable();
+        for &(_, t) in &batch {
             self.wakeup_event(t);
         }
         self.wake_batch = batch;
