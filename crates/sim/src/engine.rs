@@ -6,8 +6,10 @@
 //! CPU (`select_task_rq`: an idle CPU, else the one running the least urgent thread it can
 //! preempt — cpudl/cpupri), a preempted thread is pushed to a CPU it can preempt
 //! (`push_dl_task`/`push_rt_task`), and a CPU that loses its thread pulls the most urgent queued
-//! thread from the others (`pull_dl_task`/`pull_rt_task`, idle balance for fair). Global,
-//! clustered and partitioned scheduling are only affinity masks over the same machinery.
+//! thread from the others of its root domain (`pull_dl_task`/`pull_rt_task`, idle balance for
+//! fair). Global, clustered and partitioned scheduling are only affinity masks over the same
+//! machinery. The three look-ups read heaps kept per root domain (`crate::class::cpudl`, the
+//! kernel's cpudl) rather than scanning the CPUs, and a thread pinned to one CPU skips them.
 //!
 //! ## Order of simultaneous events (deterministic)
 //! Events at the same instant are processed in this order, ties in insertion order:
@@ -43,6 +45,7 @@ use pacer_workload::ThreadRng;
 use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
 use rand::Rng;
 
+use crate::class::cpudl::RootHeaps;
 use crate::class::deadline::RootDomain;
 use crate::class::fair::{FairModel, FairParams};
 use crate::class::rt::RR_TIMESLICE_NS;
@@ -243,6 +246,9 @@ struct Thread {
     /// The scheduling entity of the thread's class.
     se: Entity,
     affinity: Vec<bool>,
+    /// The one CPU of an affinity of size 1 (`nr_cpus_allowed == 1`): CPU selection and push
+    /// have nothing to look for.
+    pinned: Option<u32>,
     state: State,
     /// Run queue the thread belongs to (last CPU).
     cpu: u32,
@@ -344,7 +350,7 @@ pub struct Sim {
     /// Results produced while handling one event, delivered to the observer right after it.
     pending_jobs: Vec<JobRecord>,
     /// Reused buffer of the wake-ups of one instant.
-    wake_batch: Vec<ThreadId>,
+    wake_batch: Vec<(Key, ThreadId)>,
     pending_trace: Vec<TraceEvent>,
     /// Index in `root_domains` of each CPU's root domain (threads never move between domains).
     root_domain: Vec<usize>,
@@ -354,9 +360,10 @@ pub struct Sim {
     fair: FairParams,
     /// Last thread reported running on each CPU in the trace.
     traced: Vec<Option<ThreadId>>,
-    /// Key of each CPU's running thread, kept contiguous because CPU selection, push and pull
-    /// scan all CPUs on every wake-up (the kernel keeps cpudl/cpupri for the same reason).
-    curr_keys: Vec<Key>,
+    /// Per root domain, the key of each CPU's running thread and of its most urgent queued one,
+    /// in heaps (the kernel's cpudl): CPU selection, push and pull on every wake-up and switch
+    /// without scanning all CPUs.
+    cpudl: RootHeaps,
     /// The platform simulated (the configured one, or the one built from `freqs_khz`).
     platform: Platform,
     /// Frequency domains, one per cluster.
@@ -518,6 +525,7 @@ impl Sim {
             let period = spec.period_ns();
             threads.push(Thread {
                 se,
+                pinned: (affinity.iter().filter(|&&a| a).count() == 1).then_some(first_cpu as u32),
                 affinity,
                 state: State::NotStarted,
                 waiting_since: None,
@@ -586,6 +594,8 @@ impl Sim {
         for t in &threads {
             cpus[t.cpu as usize].rq.attach_bw(&t.se);
         }
+        let domain_cpus: Vec<Vec<usize>> = root_domains.iter().map(|d| d.cpus.clone()).collect();
+        let cpudl = RootHeaps::new(&domain_cpus);
         let timers = (0..workload.timer_count())
             .map(|_| SharedTimer::default())
             .collect();
@@ -608,7 +618,7 @@ impl Sim {
             root_domains,
             fair,
             traced: vec![None; m],
-            curr_keys: vec![Key::Idle; m],
+            cpudl,
             platform,
             domains,
             track: dvfs.iter().any(|d| d.signals.is_some()),
@@ -722,12 +732,8 @@ impl Sim {
 
     // ---- priorities ---------------------------------------------------------------------------
 
-    fn key(&self, t: ThreadId) -> Key {
-        self.threads[t as usize].se.key()
-    }
-
     fn curr_key(&self, cpu: usize) -> Key {
-        self.curr_keys[cpu]
+        self.cpudl.running_key(cpu)
     }
 
     fn best_queued(&self, cpu: usize) -> Option<(Key, ThreadId)> {
@@ -751,11 +757,20 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
         self.cpus[cpu].rq.enqueue(t, &mut th.se, flags, self.now);
+        self.queued_changed(cpu);
     }
 
     fn dequeue(&mut self, t: ThreadId) {
         let th = &mut self.threads[t as usize];
-        self.cpus[th.cpu as usize].rq.dequeue(t, &mut th.se);
+        let cpu = th.cpu as usize;
+        self.cpus[cpu].rq.dequeue(t, &mut th.se);
+        self.queued_changed(cpu);
+    }
+
+    /// `cpu`'s run queue changed: the pull heap asks for its most urgent queued key at the next
+    /// pull.
+    fn queued_changed(&mut self, cpu: usize) {
+        self.cpudl.queued_changed(cpu);
     }
 
     /// Moves a queued thread's run-queue membership (and its bandwidth) to `to`.
@@ -959,10 +974,6 @@ impl Sim {
         }
     }
 
-    fn allowed(&self, t: ThreadId, cpu: usize) -> bool {
-        self.threads[t as usize].affinity[cpu]
-    }
-
     // ---- accounting ---------------------------------------------------------------------------
 
     /// `update_curr()`: charges the running thread for the time since it was last accounted.
@@ -1064,13 +1075,16 @@ impl Sim {
         let now = self.now;
         if self.cpus[cpu].rq.fire_timers(now, curr) {
             // The CPU's classes changed: a running thread the change favours keeps the CPU
-            // under its new key; otherwise the CPU picks again.
+            // under its new key; otherwise the CPU picks again. What the CPU offers to pulls
+            // changed too (an unthrottled rt class, a runnable server).
             if let Some(t) = self.cpus[cpu].curr {
                 let th = &self.threads[t as usize];
                 if self.cpus[cpu].rq.rekey_curr(&th.se) {
-                    self.curr_keys[cpu] = self.cpus[cpu].rq.curr_key(&th.se);
+                    let k = self.cpus[cpu].rq.curr_key(&th.se);
+                    self.cpudl.set_running(cpu, k);
                 }
             }
+            self.queued_changed(cpu);
             self.resched(cpu);
         } else {
             self.reprogram(cpu);
@@ -1086,7 +1100,7 @@ impl Sim {
             self.dvfs_account(cpu);
         }
         let t = self.cpus[cpu].curr.take()?;
-        self.curr_keys[cpu] = Key::Idle;
+        self.cpudl.set_running(cpu, Key::Idle);
         let th = &mut self.threads[t as usize];
         if how == Off::Preempted {
             th.stats.involuntary_switches += 1;
@@ -1098,6 +1112,12 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
         self.cpus[cpu].rq.put_prev(t, &mut th.se, how);
+        if how == Off::Preempted {
+            // Back on the queue. A requeued thread is enqueued by the caller; a blocking fair
+            // thread may stay queued as a delayed sleeper, which no pull takes, so
+            // `first_queued` does not change.
+            self.queued_changed(cpu);
+        }
         Some(t)
     }
 
@@ -1132,7 +1152,9 @@ impl Sim {
         c.work_speed = work_speed(c.speed, c.capacity, mem);
         // A running thread's key does not change while it runs, except the fair class's, which
         // only orders CPU selection (the fair class decides preemption among its own threads).
-        self.curr_keys[cpu] = self.cpus[cpu].rq.curr_key(&self.threads[t as usize].se);
+        let k = self.cpus[cpu].rq.curr_key(&self.threads[t as usize].se);
+        self.cpudl.set_running(cpu, k);
+        self.queued_changed(cpu);
         if cooperative_begin {
             let th = &self.threads[t as usize];
             let dl = dl_state(&th.se);
@@ -1155,7 +1177,14 @@ impl Sim {
         let curr = self.cpus[cpu].curr;
         let ck = self.curr_key(cpu);
         let best = match curr {
-            None => self.cpus[cpu].rq.pick_next(),
+            None => {
+                // The fair class may let delayed sleepers leave the queue, which no pull takes:
+                // `first_queued` does not change.
+                let before = cfg!(debug_assertions).then(|| self.cpus[cpu].rq.first_queued());
+                let p = self.cpus[cpu].rq.pick_next();
+                debug_assert!(before.is_none_or(|k| k == self.cpus[cpu].rq.first_queued()));
+                p
+            }
             Some(_) => self.best_queued(cpu),
         };
         if let Some((k, t)) = best {
@@ -1195,61 +1224,56 @@ impl Sim {
     /// Moves a thread that was just preempted to a CPU where it can run now, if there is one
     /// (`push_dl_task()` / `push_rt_task()`).
     fn push(&mut self, t: ThreadId) {
-        if self.threads[t as usize].state != State::Queued {
+        let th = &self.threads[t as usize];
+        if th.state != State::Queued || th.pinned.is_some() {
             return;
         }
-        let from = self.threads[t as usize].cpu as usize;
-        let k = self.key(t);
-        let mut best: Option<(Key, usize)> = None;
-        for c in 0..self.cpus.len() {
-            if c == from || !self.allowed(t, c) {
-                continue;
-            }
-            let ck = self.curr_key(c);
-            if k.preempts(ck) && best.is_none_or(|(bk, _)| ck > bk) {
-                best = Some((ck, c));
-            }
-        }
-        if let Some((_, target)) = best {
+        let from = th.cpu as usize;
+        let k = th.se.key();
+        // The CPU running the least urgent thread `t` preempts, ties to the lowest index.
+        let target = self
+            .cpudl
+            .find(from, |c| c != from && th.affinity[c], |ck| k.preempts(ck));
+        if let Some(target) = target {
             self.migrate_queued(t, target);
             self.resched(target);
         }
     }
 
-    /// Pulls the most urgent thread queued elsewhere that may run on `cpu` and beats what `cpu`
-    /// has queued (`pull_dl_task()` / `pull_rt_task()`, idle balance for fair).
+    /// Pulls the most urgent thread queued elsewhere in `cpu`'s root domain that may run on `cpu`
+    /// and beats what `cpu` has queued (`pull_dl_task()` / `pull_rt_task()`, idle balance for
+    /// fair); ties go to the lowest CPU.
     fn pull(&mut self, cpu: usize) {
-        let local = self.best_queued(cpu).map_or(Key::Idle, |x| x.0);
-        let mut cand: Option<(Key, ThreadId)> = None;
-        for other in 0..self.cpus.len() {
-            if other == cpu || self.root_domain[other] != self.root_domain[cpu] {
-                continue;
-            }
-            if let Some((k, t)) = self.first_allowed(other, cpu) {
-                if k.preempts(local) && cand.is_none_or(|(ck, _)| k < ck) {
-                    cand = Some((k, t));
-                }
-            }
-        }
-        if let Some((_, t)) = cand {
+        let Sim {
+            cpudl, cpus, threads, ..
+        } = self;
+        let found = cpudl.find_pull(
+            cpu,
+            |other| cpus[other].rq.first_queued(),
+            |other| {
+                cpus[other]
+                    .rq
+                    .first_allowed(|t| threads[t as usize].affinity[cpu])
+            },
+            || cpus[cpu].rq.pick().map_or(Key::Idle, |x| x.0),
+        );
+        if let Some((_, _, t)) = found {
             self.migrate_queued(t, cpu);
         }
     }
 
-    /// The most urgent thread queued on `other` that may run on `cpu`.
-    fn first_allowed(&self, other: usize, cpu: usize) -> Option<(Key, ThreadId)> {
-        self.cpus[other].rq.first_allowed(|t| self.allowed(t, cpu))
-    }
-
     /// `select_task_rq()`: where a waking thread should go.
-    fn select_cpu(&self, t: ThreadId) -> usize {
+    fn select_cpu(&mut self, t: ThreadId) -> usize {
         let th = &self.threads[t as usize];
+        if let Some(c) = th.pinned {
+            return c as usize;
+        }
         select_task_rq(
             &th.se,
             th.cpu as usize,
             self.cpus.len(),
             |c| th.affinity[c],
-            |c| self.curr_keys[c],
+            &mut self.cpudl,
         )
     }
 
@@ -1448,7 +1472,7 @@ impl Sim {
     fn preempted_at_job_end(&mut self, t: ThreadId) -> bool {
         let th = &self.threads[t as usize];
         let cpu = th.cpu as usize;
-        if th.state != State::Running || self.cpus[cpu].curr != Some(t) {
+        if !th.se.same_queue(&th.se) || th.state != State::Running || self.cpus[cpu].curr != Some(t) {
             return false;
         }
         self.update_curr(cpu);
@@ -1462,17 +1486,18 @@ impl Sim {
         }
         let mut batch = std::mem::take(&mut self.wake_batch);
         batch.clear();
-        batch.push(first);
+        batch.push((self.wake_key(first), first));
         while let Some(&Reverse((t, Kind::Wakeup, _, id, _))) = self.events.peek() {
             if t != time {
                 break;
             }
             self.events.pop();
             self.events_processed += 1;
-            batch.push(id);
+            batch.push((self.wake_key(id), id));
         }
-        batch.sort_by_key(|&t| (self.wake_key(t), t));
-        for &t in &batch {
+        // Each key computed once (the CBS wake-up rule on a copy of the entity); distinct threads.
+        batch.sort_unstable();
+        for &(_, t) in &batch {
             self.wakeup_event(t);
         }
         self.wake_batch = batch;
@@ -1544,7 +1569,8 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         self.cpus[cpu].rq.task_waking(&mut th.se, now);
         // A sleeper still queued (DELAY_DEQUEUE) wakes in place (`ttwu_runnable()`).
-        let target = if self.cpus[cpu].rq.holds_delayed(t) {
+        let th = &self.threads[t as usize];
+        let target = if th.se.same_queue(&th.se) && self.cpus[cpu].rq.holds_delayed(t) {
             cpu
         } else {
             self.select_cpu(t)
@@ -1720,7 +1746,12 @@ impl Sim {
         }
         let (rr, now) = (self.cfg.rr_timeslice, self.now);
         let th = &mut self.threads[t as usize];
-        match self.cpus[cpu].rq.task_tick(&mut th.se, rr, now) {
+        let tick = self.cpus[cpu].rq.task_tick(&mut th.se, rr, now);
+        if tick != Tick::Stay {
+            // RT throttling or the fair server may have changed what the queue offers.
+            self.queued_changed(cpu);
+        }
+        match tick {
             Tick::Stay => {}
             Tick::Throttle => self.throttle(cpu, t),
             Tick::Requeue => {
@@ -2312,6 +2343,7 @@ impl Sim {
                 self.deschedule(cpu, Off::Block);
             }
             State::Queued => self.dequeue(t),
+            // A delayed sleeper leaves the queue (no pull would have taken it).
             _ => self.cpus[cpu].rq.drop_delayed(t),
         }
         // Take the old entity's bandwidth out of the run queue's sums, put the new one's in.

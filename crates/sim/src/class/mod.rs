@@ -8,6 +8,7 @@
 //! timer, reprogram a CPU after its bandwidth sums changed), the way `core.c` does not ask which
 //! class a task is in.
 
+pub(crate) mod cpudl;
 pub(crate) mod deadline;
 pub(crate) mod fair;
 pub(crate) mod rt;
@@ -15,6 +16,7 @@ pub(crate) mod rt;
 use pacer_model::Policy;
 
 use crate::record::ThreadId;
+use cpudl::RootHeaps;
 use deadline::{DlEntity, DlRq, FairServer};
 use fair::{FairEntity, FairParams, FairRq};
 use rt::{RtBandwidth, RtEntity, RtRq};
@@ -139,6 +141,7 @@ impl Entity {
         Ok(next)
     }
 
+    #[inline]
     pub fn class(&self) -> ClassId {
         match self {
             Entity::Dl(_) => ClassId::Deadline,
@@ -147,6 +150,7 @@ impl Entity {
         }
     }
 
+    #[inline]
     pub fn key(&self) -> Key {
         match self {
             Entity::Dl(e) => Key::Deadline(e.deadline),
@@ -166,17 +170,20 @@ impl Entity {
     /// Whether `other` joins a queue whose accounting depends on this running entity's progress
     /// (a fair entity's placement reads the running fair entity's v): the engine brings the
     /// running one up to date before such an enqueue.
+    #[inline]
     pub fn same_queue(&self, other: &Entity) -> bool {
         matches!((self, other), (Entity::Fair(_), Entity::Fair(_)))
     }
 
     /// Bandwidth this entity holds on its run queue and root domain (`dl_bw`), 0 for classes
     /// without reservations.
+    #[inline]
     pub fn bandwidth(&self) -> u64 {
         self.dl().map_or(0, |e| e.dl_bw)
     }
 
     /// Whether the entity counts in its run queue's running bandwidth now.
+    #[inline]
     pub fn holds_running_bw(&self) -> bool {
         self.dl().is_some_and(|e| e.active)
     }
@@ -196,6 +203,7 @@ impl Entity {
 
     /// Whether a waking thread's class prefers an idle CPU to preempting (`select_task_rq_fair()`
     /// looks for an idle sibling; deadline and rt look for the CPU they preempt: cpudl / cpupri).
+    #[inline]
     pub fn prefers_idle_cpu(&self) -> bool {
         matches!(self, Entity::Fair(_))
     }
@@ -245,6 +253,7 @@ impl Entity {
     }
 
     /// The run-time statistics the job begin/end events carry for a reservation.
+    #[inline]
     pub fn dl_state(&self) -> Option<(u64, i64)> {
         self.dl().map(|e| (e.deadline, e.runtime))
     }
@@ -291,6 +300,7 @@ impl Rq {
 
     /// `enqueue_task()` at `now`. The first fair task starts the fair server; rt work starts the
     /// RT period timer.
+    #[inline]
     pub fn enqueue(&mut self, t: ThreadId, se: &mut Entity, f: Enqueue, now: u64) {
         match se {
             Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
@@ -326,6 +336,7 @@ impl Rq {
 
     /// The key the running thread `se` holds against others: a fair thread inside the fair
     /// server holds the server's deadline.
+    #[inline]
     pub fn curr_key(&self, se: &Entity) -> Key {
         match (se, self.served, self.server.and_then(|s| s.runnable())) {
             (Entity::Fair(_), true, Some(d)) => Key::Deadline(d),
@@ -334,6 +345,7 @@ impl Rq {
     }
 
     /// `dequeue_task()` of a queued thread that moves to another CPU or class.
+    #[inline]
     pub fn dequeue(&mut self, t: ThreadId, se: &mut Entity) {
         match se {
             Entity::Dl(e) => {
@@ -347,7 +359,10 @@ impl Rq {
     }
 
     /// `pick_next_task()`: the most urgent queued thread, walking the classes in order (the
-    /// fair server is a deadline entity; a throttled rt class is passed over).
+    /// fair server is a deadline entity; a throttled rt class is passed over). Inlined: a key
+    /// built in the callee's return slot and copied as a whole stalls on store forwarding (the
+    /// 2-CPU benchmark spent ~2 % there).
+    #[inline]
     pub fn pick(&self) -> Option<(Key, ThreadId)> {
         let server = self.server_deadline();
         if let Some((d, t)) = self.dl.first() {
@@ -369,6 +384,7 @@ impl Rq {
     /// `pick_next_task()` when the CPU is about to run what it picks: like [`Rq::pick`], and
     /// the fair class lets the delayed sleepers it meets leave its queue; a fair server with
     /// nothing left to run stops.
+    #[inline]
     pub fn pick_next(&mut self) -> Option<(Key, ThreadId)> {
         let fair_turn = |rq: &Self| {
             rq.dl.first().is_none() && (rq.rt_throttled() || rq.rt.first().is_none())
@@ -387,6 +403,7 @@ impl Rq {
 
     /// Whether a sleeping thread is still queued here (a fair sleeper under DELAY_DEQUEUE): its
     /// wake-up finds it in place, on this CPU.
+    #[inline]
     pub fn holds_delayed(&self, t: ThreadId) -> bool {
         self.fair.holds_delayed(t)
     }
@@ -397,6 +414,7 @@ impl Rq {
     }
 
     /// The most urgent queued thread that `allowed` accepts (what a pull may take).
+    #[inline]
     pub fn first_allowed(&self, allowed: impl Fn(ThreadId) -> bool) -> Option<(Key, ThreadId)> {
         if let Some(&(d, t)) = self.dl.iter().find(|&&(_, t)| allowed(t)) {
             return Some((Key::Deadline(d), t));
@@ -409,8 +427,16 @@ impl Rq {
         self.fair.first_allowed(allowed).map(|(k, t)| (Key::Fair(k), t))
     }
 
+    /// The key of the most urgent queued thread a pull may take (delayed fair sleepers are not
+    /// taken), `Idle` when there is none: what the pull heap ([`cpudl::CpuQueued`]) holds for
+    /// this CPU, a lower bound of every [`Rq::first_allowed`].
+    pub fn first_queued(&self) -> Key {
+        self.first_allowed(|_| true).map_or(Key::Idle, |(k, _)| k)
+    }
+
     /// The running thread leaves the CPU. A preempted one goes back on its queue (rt: at the
     /// head of its priority list, as the kernel keeps a preempted FIFO task first).
+    #[inline]
     pub fn put_prev(&mut self, t: ThreadId, se: &mut Entity, how: Off) {
         self.served = false;
         match (&mut *se, how) {
@@ -434,6 +460,7 @@ impl Rq {
     }
 
     /// `set_next_task()`: the queued thread `t` is switched in.
+    #[inline]
     pub fn set_next(&mut self, t: ThreadId, se: &mut Entity) {
         match se {
             Entity::Dl(e) => {
@@ -469,6 +496,7 @@ impl Rq {
     }
 
     /// `update_curr()`: the class's share of charging `delta` ns to the running thread.
+    #[inline]
     pub fn update_curr(&mut self, se: &mut Entity, delta: u64, c: Charge) {
         match se {
             Entity::Dl(e) => self.dl.update_curr(e, delta, c.speed, c.scale_invariant),
@@ -489,6 +517,7 @@ impl Rq {
 
     /// Running time after which the class wants to look at the running thread again (runtime
     /// exhausted, slice over); `u64::MAX` for never.
+    #[inline]
     pub fn expiry(&self, se: &Entity, c: Charge, rr_timeslice: u64, now: u64) -> u64 {
         match se {
             Entity::Dl(e) => self.dl.time_to_exhaust(e, c.speed, c.scale_invariant),
@@ -511,6 +540,7 @@ impl Rq {
     }
 
     /// The running thread's class looks at it at a CPU-local expiry (`task_tick()`).
+    #[inline]
     pub fn task_tick(&mut self, se: &mut Entity, rr_timeslice: u64, now: u64) -> Tick {
         match se {
             Entity::Dl(e) if e.runtime <= 0 => Tick::Throttle,
@@ -546,6 +576,7 @@ impl Rq {
 
     /// Whether `update_curr()` of the running `se` at an arbitrary instant (not a tick) ends in
     /// a switch: EEVDF reschedules a thread past its protection and then picks another.
+    #[inline]
     pub fn resched_on_update(&self, se: &Entity) -> bool {
         match se {
             Entity::Fair(e) => self.fair.resched_on_update(e),
@@ -555,6 +586,7 @@ impl Rq {
 
     /// The next time a per-CPU timer of the classes fires: the fair server's (zero-laxity or
     /// replenishment) or RT throttling's period timer.
+    #[inline]
     pub fn next_timer(&self) -> Option<u64> {
         let server = self.server.and_then(|s| s.timer());
         let rt = self.rt_bw.and_then(|b| b.timer);
@@ -584,6 +616,7 @@ impl Rq {
 
     /// `wakeup_preempt()` within a class that decides it itself (fair): should `woken`, just
     /// enqueued, take the CPU from `curr`?
+    #[inline]
     pub fn wakeup_preempt(&self, curr: &mut Entity, t: ThreadId, woken: &Entity) -> bool {
         match (curr, woken) {
             (Entity::Fair(c), Entity::Fair(w)) => self.fair.wakeup_preempt(c, t, w),
@@ -593,6 +626,7 @@ impl Rq {
 
     /// A waking (or replenished, or migrated-in) entity joins this CPU's bandwidth sums
     /// (`add_running_bw()`, `task_contending()`); true when they changed.
+    #[inline]
     pub fn activate(&mut self, se: &mut Entity) -> bool {
         match se {
             Entity::Dl(e) if !e.active => {
@@ -605,6 +639,7 @@ impl Rq {
     }
 
     /// The entity leaves the running bandwidth (its 0-lag time passed); true when it changed.
+    #[inline]
     pub fn deactivate(&mut self, se: &mut Entity) -> bool {
         match se {
             Entity::Dl(e) if e.active => {
@@ -618,6 +653,7 @@ impl Rq {
 
     /// The entity is assigned to this run queue (`add_rq_bw()`), with its running bandwidth when
     /// active.
+    #[inline]
     pub fn attach_bw(&mut self, se: &Entity) {
         if let Entity::Dl(e) = se {
             self.dl.this_bw += e.dl_bw;
@@ -628,6 +664,7 @@ impl Rq {
     }
 
     /// The entity leaves this run queue's sums (`sub_rq_bw()`, `sub_running_bw()`).
+    #[inline]
     pub fn detach_bw(&mut self, se: &Entity) {
         if let Entity::Dl(e) = se {
             self.dl.this_bw -= e.dl_bw;
@@ -638,6 +675,7 @@ impl Rq {
     }
 
     /// A waking entity's class prepares it (the CBS wake-up rule).
+    #[inline]
     pub fn task_waking(&mut self, se: &mut Entity, now: u64) {
         if let Entity::Dl(e) = se {
             e.on_wakeup(now);
@@ -645,45 +683,42 @@ impl Rq {
     }
 
     /// Whether an rt thread is runnable here or `curr` is one (schedutil runs rt at the top).
+    #[inline]
     pub fn rt_runnable(&self, curr: Option<ClassId>) -> bool {
         self.rt.first().is_some() || curr == Some(ClassId::Rt)
     }
 
     /// Σ bandwidth of the active deadline entities of this CPU (`dl_rq.running_bw`).
+    #[inline]
     pub fn running_bw(&self) -> u64 {
         self.dl.running_bw
     }
 }
 
-/// `select_task_rq()` over `cpus` (the waking thread's previous CPU first, then ascending),
-/// given each CPU's running key: a fair thread takes an idle allowed CPU, else stays on its
-/// previous one; deadline and rt take the CPU running the least urgent thread they preempt
-/// (cpudl / cpupri), else the first allowed one.
+/// `select_task_rq()` of a thread that may run on more than one CPU (core.c answers for a pinned
+/// one without asking the class), from the running keys of the CPUs of its root domain: a fair
+/// thread takes an idle allowed CPU (`prev` first, then the lowest), else stays on `prev`;
+/// deadline and rt take the CPU running the least urgent thread they preempt (cpudl / cpupri; ties
+/// to `prev`, then the lowest), else stay on `prev`. A `prev` outside the affinity falls back to
+/// the lowest allowed CPU of `0..ncpus`.
 pub(crate) fn select_task_rq(
     se: &Entity,
     prev: usize,
     ncpus: usize,
     allowed: impl Fn(usize) -> bool,
-    curr_key: impl Fn(usize) -> Key,
+    cpus: &mut RootHeaps,
 ) -> usize {
-    let order = std::iter::once(prev).chain((0..ncpus).filter(move |&c| c != prev));
-    let first_allowed = || order.clone().find(|&c| allowed(c)).unwrap_or(prev);
-    if se.prefers_idle_cpu() {
-        return order
-            .clone()
-            .find(|&c| allowed(c) && curr_key(c) == Key::Idle)
-            .unwrap_or_else(first_allowed);
-    }
-    let k = se.key();
-    let mut best: Option<(Key, usize)> = None;
-    for c in order.clone() {
-        if !allowed(c) {
-            continue;
+    let found = if se.prefers_idle_cpu() {
+        cpus.find_free(prev, &allowed)
+    } else {
+        let k = se.key();
+        cpus.find(prev, &allowed, |ck| k.preempts(ck))
+    };
+    found.unwrap_or_else(|| {
+        if allowed(prev) {
+            prev
+        } else {
+            (0..ncpus).find(|&c| allowed(c)).unwrap_or(prev)
         }
-        let ck = curr_key(c);
-        if k.preempts(ck) && best.is_none_or(|(bk, _)| ck > bk) {
-            best = Some((ck, c));
-        }
-    }
-    best.map_or_else(first_allowed, |(_, c)| c)
+    })
 }
