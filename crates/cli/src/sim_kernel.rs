@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use pacer_model::Duration;
-use pacer_sim::{CfsTunables, FairModel, SimConfig};
+use pacer_sim::{CfsTunables, FairModel, SimConfig, SLICE_RANGE_NS};
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
@@ -104,7 +104,7 @@ impl KernelArgs {
             FairArg::Eevdf => {
                 let mut m = FairModel::eevdf(cpus);
                 if let (Some(s), FairModel::Eevdf { base_slice, .. }) = (self.base_slice, &mut m) {
-                    if !(100_000..=100_000_000).contains(&s.ns()) {
+                    if !(SLICE_RANGE_NS.0..=SLICE_RANGE_NS.1).contains(&s.ns()) {
                         bail!("--base-slice {s}: expected 0.1ms to 100ms, the kernel's range");
                     }
                     *base_slice = s.ns();

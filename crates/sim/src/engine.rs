@@ -1472,7 +1472,7 @@ impl Sim {
     fn preempted_at_job_end(&mut self, t: ThreadId) -> bool {
         let th = &self.threads[t as usize];
         let cpu = th.cpu as usize;
-        if !th.se.same_queue(&th.se) || th.state != State::Running || self.cpus[cpu].curr != Some(t) {
+        if !th.se.lazily_scheduled() || th.state != State::Running || self.cpus[cpu].curr != Some(t) {
             return false;
         }
         self.update_curr(cpu);
@@ -1570,7 +1570,7 @@ impl Sim {
         self.cpus[cpu].rq.task_waking(&mut th.se, now);
         // A sleeper still queued (DELAY_DEQUEUE) wakes in place (`ttwu_runnable()`).
         let th = &self.threads[t as usize];
-        let target = if th.se.same_queue(&th.se) && self.cpus[cpu].rq.holds_delayed(t) {
+        let target = if th.se.lazily_scheduled() && self.cpus[cpu].rq.holds_delayed(t) {
             cpu
         } else {
             self.select_cpu(t)

@@ -14,7 +14,7 @@ pub mod kernel;
 pub mod output;
 pub mod record;
 
-pub use class::fair::{CfsTunables, FairModel};
+pub use class::fair::{CfsTunables, FairModel, SLICE_RANGE_NS};
 pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
     WaltPolicy,

@@ -43,7 +43,7 @@ const NICE_0_WEIGHT: u64 = 1024;
 /// Weight of nice −20 (ω₋₂₀), the largest.
 const NICE_MINUS_20_WEIGHT: u64 = 88_761;
 /// Smallest and largest custom slice (`sched_attr.sched_runtime` of a fair task).
-pub(crate) const SLICE_RANGE_NS: (u64, u64) = (100_000, 100_000_000);
+pub const SLICE_RANGE_NS: (u64, u64) = (100_000, 100_000_000);
 
 /// `sched_prio_to_weight[]` for nice −20..19 (one table for both kernels, in pacer-model).
 pub(crate) fn weight_of_nice(nice: i32) -> u64 {

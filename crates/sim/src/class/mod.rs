@@ -175,6 +175,14 @@ impl Entity {
         matches!((self, other), (Entity::Fair(_), Entity::Fair(_)))
     }
 
+    /// Whether the class may reschedule this entity when it is accounted between ticks, and may
+    /// keep it queued while it sleeps (the fair class: EEVDF's protection and DELAY_DEQUEUE).
+    /// Lets the engine skip that work for the other classes.
+    #[inline]
+    pub fn lazily_scheduled(&self) -> bool {
+        matches!(self, Entity::Fair(_))
+    }
+
     /// Bandwidth this entity holds on its run queue and root domain (`dl_bw`), 0 for classes
     /// without reservations.
     #[inline]
@@ -302,23 +310,30 @@ impl Rq {
     /// RT period timer.
     #[inline]
     pub fn enqueue(&mut self, t: ThreadId, se: &mut Entity, f: Enqueue, now: u64) {
+        let first_fair = matches!(se, Entity::Fair(_)) && self.fair.is_idle();
+        self.insert(t, se, f);
         match se {
-            Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
-            Entity::Rt(e) => {
-                self.rt.enqueue(t, e, f.head);
+            Entity::Rt(_) => {
                 if let Some(b) = self.rt_bw.as_mut() {
                     b.start(now);
                 }
             }
-            Entity::Fair(e) => {
-                let first = self.fair.is_idle();
-                self.fair.enqueue(t, e, f);
-                if first {
-                    if let Some(s) = self.server.as_mut() {
-                        s.start(now);
-                    }
+            Entity::Fair(_) if first_fair => {
+                if let Some(s) = self.server.as_mut() {
+                    s.start(now);
                 }
             }
+            _ => {}
+        }
+    }
+
+    /// Puts `t` on its class's queue (the part of `enqueue_task()` a thread put back shares).
+    #[inline]
+    fn insert(&mut self, t: ThreadId, se: &mut Entity, f: Enqueue) {
+        match se {
+            Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
+            Entity::Rt(e) => self.rt.enqueue(t, e, f.head),
+            Entity::Fair(e) => self.fair.enqueue(t, e, f),
         }
     }
 
@@ -451,11 +466,7 @@ impl Rq {
                 ..Enqueue::default()
             };
             // A thread put back was already counted: no server or timer starts.
-            match se {
-                Entity::Dl(e) => self.dl.enqueue(t, e.deadline),
-                Entity::Rt(e) => self.rt.enqueue(t, e, f.head),
-                Entity::Fair(e) => self.fair.enqueue(t, e, f),
-            }
+            self.insert(t, se, f);
         }
     }
 
