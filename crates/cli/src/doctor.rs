@@ -25,8 +25,12 @@ What is checked:
   accounting   every root domain's admitted SCHED_DEADLINE bandwidth (dl_bw->total_bw in \
 /sys/kernel/debug/sched/debug) against what its fair servers and SCHED_DEADLINE threads hold. \
 A figure below it (even negative) makes the kernel refuse every new reservation with EBUSY; a \
-figure above it is leaked bandwidth. A mismatch must persist for --settle to count: a \
-reservation being torn down is out of step for up to one of its periods.
+figure above it is leaked bandwidth. A mismatch must persist for --settle to count: the \
+kernel keeps an ended reservation's bandwidth until its 0-lag time, usually within one period, \
+but a thread that overran a small budget has its deadline postponed by overrun/budget periods \
+(1 ms over a 1024 ns / 20 ms budget: about 20 s). A figure above the threads' that goes away \
+with a longer --settle was such a grace period, not a leak; repairing during one makes the \
+kernel subtract that bandwidth a second time when the grace period ends.
   sessions     ledgers of `pacer exec`/`attach` sessions (/run/pacer/exec-PID.state): threads \
 still under a reservation of a session whose pacer and guardian are both gone.
   leftovers    tracefs instances and cpusets of pacer processes that no longer exist.
