@@ -16,12 +16,10 @@
 //! - Active/inactive utilisation for GRUB: a blocking entity stays in running_bw until its 0-lag
 //!   time deadline − runtime·dl_period/dl_runtime (the "inactive timer").
 
-use std::collections::BTreeSet;
-
 use pacer_model::reservation::{to_ratio, BW_SHIFT};
 use pacer_model::{Reservation, CAPACITY_SCALE};
 
-use super::Block;
+use super::{Block, SortedQueue};
 use crate::record::ThreadId;
 
 /// `DL_SCALE`: the shift the kernel applies before multiplying times in overflow checks.
@@ -165,7 +163,8 @@ impl DlEntity {
 /// the bandwidth sums GRUB needs.
 #[derive(Debug, Default)]
 pub(crate) struct DlRq {
-    queue: BTreeSet<(u64, ThreadId)>,
+    /// Queued entities by (deadline, thread).
+    queue: SortedQueue<(u64, ThreadId)>,
     /// Σ dl_bw of active entities assigned to this CPU.
     pub running_bw: u64,
     /// Σ dl_bw of all entities assigned to this CPU.
@@ -181,7 +180,7 @@ pub(crate) struct DlRq {
 impl DlRq {
     pub fn new(max_bw: u64) -> Self {
         DlRq {
-            queue: BTreeSet::new(),
+            queue: SortedQueue::default(),
             running_bw: 0,
             this_bw: 0,
             extra_bw: max_bw,
@@ -198,6 +197,7 @@ impl DlRq {
     pub fn first(&self) -> Option<(u64, ThreadId)> {
         self.queue.first().copied()
     }
+    /// Earliest deadline first.
     pub fn iter(&self) -> impl Iterator<Item = &(u64, ThreadId)> {
         self.queue.iter()
     }

@@ -2,8 +2,7 @@
 //! FIFO within a priority; a preempted task goes back to the head of its list (it was running
 //! and keeps its place), a task whose RR slice expired or that yields goes to the tail.
 
-use std::collections::BTreeSet;
-
+use super::SortedQueue;
 use crate::record::ThreadId;
 
 /// Default `sched_rr_timeslice_ms` (100 ms).
@@ -102,7 +101,7 @@ impl RtBandwidth {
 #[derive(Debug, Default)]
 pub(crate) struct RtRq {
     /// (inverted priority, order, thread): the first element is the next to run.
-    queue: BTreeSet<(u8, i64, ThreadId)>,
+    queue: SortedQueue<(u8, i64, ThreadId)>,
     head: i64,
     tail: i64,
 }
