@@ -560,6 +560,23 @@ impl Sim {
                         .into(),
                 });
             }
+            if let Some((phase, e)) = spec
+                .first_unsupported(|e| !e.is_sync() && !matches!(e, Event::Mem { .. } | Event::IoRun { .. }))
+            {
+                return Err(SimError::BadThread {
+                    thread: spec.name.clone(),
+                    message: format!(
+                        "phase {phase}: the `{}` event is not simulated yet",
+                        e.rtapp_name()
+                    ),
+                });
+            }
+            if spec.forked {
+                return Err(SimError::BadThread {
+                    thread: spec.name.clone(),
+                    message: "threads started by `fork` are not simulated yet".into(),
+                });
+            }
             if let Some(why) = spec.timeless_loop() {
                 return Err(SimError::BadThread {
                     thread: spec.name.clone(),
@@ -1509,6 +1526,21 @@ impl Sim {
                         units: *units,
                     });
                 }
+                // Refused when the simulation is built.
+                Event::Lock { .. }
+                | Event::Unlock { .. }
+                | Event::Wait { .. }
+                | Event::Signal { .. }
+                | Event::Broadcast { .. }
+                | Event::SignalWait { .. }
+                | Event::Barrier { .. }
+                | Event::Suspend { .. }
+                | Event::Resume { .. }
+                | Event::SemPost { .. }
+                | Event::SemWait { .. }
+                | Event::Mem { .. }
+                | Event::IoRun { .. }
+                | Event::Fork { .. } => {}
             }
         }
     }

@@ -144,6 +144,7 @@ pub fn period_workload(period_ns: u64, load: f64, rng: &mut ChaCha8Rng) -> Vec<T
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     };
     let mut threads = vec![app];
     if load > 0.0 {
@@ -179,6 +180,7 @@ pub fn period_workload(period_ns: u64, load: f64, rng: &mut ChaCha8Rng) -> Vec<T
                 loops: None,
                 cooperative: false,
                 job_deadline: None,
+                ..Default::default()
             });
         }
     }
@@ -196,6 +198,7 @@ fn warmed_up(period_ns: u64, load: f64, seed: u64) -> Sim {
             threads,
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         sc,
     )
@@ -533,6 +536,7 @@ mod tests {
             loops: None,
             cooperative: false,
             job_deadline: None,
+            ..Default::default()
         };
         let fifo = ThreadSpec {
             name: "rt".into(),
@@ -559,6 +563,7 @@ mod tests {
                 threads: vec![spin, fifo],
                 duration: None,
                 ignored: vec![],
+                ..Default::default()
             },
             SimConfig::new(1),
         )

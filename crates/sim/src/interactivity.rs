@@ -116,6 +116,7 @@ fn spec(name: &str, events: Vec<Event>, start: u64) -> ThreadSpec {
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 
@@ -240,6 +241,7 @@ fn simulate(threads: Vec<ThreadSpec>, fair: FairModel, horizon: u64, seed: u64) 
         threads,
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut sim = Sim::new(w, cfg).expect("the experiments' workloads are valid");
     let mut c = Collect::default();

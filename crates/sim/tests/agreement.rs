@@ -52,6 +52,7 @@ fn thread(i: usize, t: &Timing, policy: Policy, affinity: Option<Vec<usize>>) ->
         loops: None,
         cooperative: false,
         job_deadline: Some(Duration(t.d)),
+        ..Default::default()
     }
 }
 
@@ -61,6 +62,7 @@ fn run(threads: Vec<ThreadSpec>, cpus: usize, horizon: u64) -> Misses {
             threads,
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         SimConfig::new(cpus),
     )

@@ -35,6 +35,7 @@ fn thread(name: &str, policy: Policy, phases: Vec<Phase>) -> ThreadSpec {
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 
@@ -93,6 +94,7 @@ fn a_legacy_task_next_to_a_hog_is_found_and_reserved() {
         threads: vec![legacy("video", 0, uniform(6_500, 9_500), period), hog()],
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut cfg = SimConfig::new(1);
     cfg.seed = 11;
@@ -164,6 +166,7 @@ fn b_work_units_step_raises_the_reservation_before_the_heavier_job() {
             threads: vec![synth],
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         SimConfig::new(1),
     )
@@ -227,6 +230,7 @@ fn c_overloaded_requests_are_compressed_without_starving_anyone() {
             threads,
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         SimConfig::new(1),
     )
@@ -274,6 +278,7 @@ fn power_scenario(with_pm: bool) -> (u64, u64, u32) {
         threads: vec![legacy("player", 0, uniform(2_700, 3_300), 20 * MS)],
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut sim = Sim::new(w, cfg).unwrap();
     let mut lc = LegacyController::new(LegacyConfig::default()).unwrap();

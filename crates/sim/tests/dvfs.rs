@@ -47,6 +47,7 @@ fn thread(name: &str, policy: Policy, phases: Vec<Phase>) -> ThreadSpec {
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 
@@ -97,6 +98,7 @@ fn sim(threads: Vec<ThreadSpec>, cfg: SimConfig) -> Sim {
             threads,
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         cfg,
     )
@@ -623,6 +625,7 @@ fn bad_platforms_and_governors_are_refused_with_the_field_named() {
                 threads: w(),
                 duration: None,
                 ignored: vec![],
+                ..Default::default()
             },
             cfg,
         )

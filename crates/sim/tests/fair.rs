@@ -42,6 +42,7 @@ fn thread(name: &str, policy: Policy, events: Vec<Event>) -> ThreadSpec {
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 
@@ -94,6 +95,7 @@ fn simulate(threads: Vec<ThreadSpec>, cfg: SimConfig, horizon: u64) -> Schedule 
             threads,
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         cfg,
     )
@@ -214,6 +216,7 @@ fn eevdf_custom_slice_preempts_a_protected_hog() {
                 threads,
                 duration: None,
                 ignored: vec![],
+                ..Default::default()
             },
             cfg(None),
         )
@@ -362,6 +365,7 @@ fn admission_is_per_root_domain() {
         threads: vec![sleeper("a", 0), sleeper("b", 0), sleeper("c", 1)],
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut sim = Sim::new(w, cfg(None)).unwrap();
     sim.run_until(MS, &mut Schedule::default());

@@ -33,6 +33,7 @@ fn spec(name: &str, policy: Policy, events: Vec<Event>) -> ThreadSpec {
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 
@@ -59,6 +60,7 @@ fn sim(threads: Vec<ThreadSpec>, cfg: SimConfig) -> Sim {
             threads,
             duration: None,
             ignored: vec![],
+            ..Default::default()
         },
         cfg,
     )

@@ -29,6 +29,7 @@ fn thread(name: &str, policy: Policy, events: Vec<Event>, affinity: Option<Vec<u
         loops: None,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 
@@ -71,6 +72,7 @@ fn simulate_with(threads: Vec<ThreadSpec>, cfg: SimConfig, horizon_ms: u64) -> V
         threads,
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut sim = Sim::new(w, cfg).unwrap();
     let mut jobs = Jobs::default();
@@ -170,6 +172,7 @@ fn wakeup_latency_and_work_scale_by_hand() {
         threads: threads(),
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     assert!(Sim::new(w, cfg).is_err());
 }
@@ -219,6 +222,7 @@ fn cbs_throttles_an_overrunning_task() {
         threads: vec![periodic("hog", 0, 5, 20, dl(2, 10, 10), None)],
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut sim = Sim::new(w, SimConfig::new(1)).unwrap();
     let mut jobs = Jobs::default();
@@ -255,6 +259,7 @@ fn cbs_wakeup_rule() {
         )],
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     // Wakes at 4 with 1 ms left before deadline 10: 1/6 ≤ 2/10, so (deadline, runtime) are kept.
     let mut sim = Sim::new(mk(3), SimConfig::new(1)).unwrap();
@@ -277,6 +282,7 @@ fn grub_reclaims_idle_bandwidth() {
         threads: vec![periodic("reclaimer", 0, 5, 20, Policy::Deadline(r), None)],
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let mut sim = Sim::new(w, SimConfig::new(1)).unwrap();
     let mut jobs = Jobs::default();
@@ -333,6 +339,7 @@ fn identical_seeds_give_identical_runs() {
             .collect(),
         duration: None,
         ignored: vec![],
+        ..Default::default()
     };
     let run = |seed| {
         let mut cfg = SimConfig::new(2);

@@ -416,6 +416,7 @@ pub fn callback_thread(
         loops: Some(1),
         cooperative: true,
         job_deadline: Some(period),
+        ..Default::default()
     }
 }
 
@@ -425,6 +426,7 @@ pub fn callback_workload(thread: ThreadSpec, duration_ns: u64) -> Workload {
         threads: vec![thread],
         duration: Some(Duration(duration_ns)),
         ignored: Vec::new(),
+        ..Default::default()
     }
 }
 

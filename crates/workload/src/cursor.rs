@@ -90,6 +90,7 @@ mod tests {
             loops,
             cooperative: false,
             job_deadline: None,
+            ..Default::default()
         }
     }
 

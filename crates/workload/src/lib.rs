@@ -12,7 +12,10 @@ pub mod taskset;
 pub mod work;
 
 pub use cursor::{Cursor, Step};
-pub use model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+pub use model::{
+    Event, FtraceCategories, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec,
+    TimerId, TimerMode, Work, Workload,
+};
 pub use rtapp::{parse_rtapp, read_rtapp, RtAppError};
 pub use taskset::{
     deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,

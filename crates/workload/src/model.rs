@@ -9,13 +9,129 @@ pub use pacer_model::Policy;
 use serde::Serialize;
 
 /// A set of threads to run, plus global settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Workload {
+    /// Threads started with the run, then threads only a [`Event::Fork`] starts
+    /// ([`ThreadSpec::forked`]), in file order.
     pub threads: Vec<ThreadSpec>,
     /// Total run time requested by the file (rt-app `global.duration`), if any.
     pub duration: Option<Duration>,
     /// Keys pacer read but does not act on, with their JSON path (printed as warnings).
     pub ignored: Vec<String>,
+    /// Mutexes, condition variables, barriers and semaphores the threads share, indexed by
+    /// [`ResourceId`] (rt-app creates one per distinct (name, kind) its events use).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<Resource>,
+    /// rt-app's `global` run-time settings that change what runs or what is written.
+    pub settings: RunSettings,
+}
+
+/// A shared synchronisation object, named as in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resource {
+    pub name: String,
+    pub kind: ResourceKind,
+}
+
+/// What a [`Resource`] is (rt-app's resource types `rtapp_mutex`, `rtapp_wait`, `rtapp_barrier`,
+/// `rtapp_sem_post`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ResourceKind {
+    /// A mutex (priority-inheriting when [`RunSettings::pi_enabled`]).
+    Mutex,
+    /// A condition variable (`wait`/`signal`/`broad`/`sync`, and `suspend`/`resume`).
+    Cond,
+    /// A barrier released when `users` arrivals have met: rt-app counts every `barrier` event
+    /// naming it, times its task's instances.
+    Barrier { users: u32 },
+    /// A counting semaphore starting at 0.
+    Semaphore,
+}
+
+/// Index into [`Workload::resources`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ResourceId(pub usize);
+
+/// rt-app's `global` settings other than `duration` and `default_policy`, with rt-app's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSettings {
+    /// Nanoseconds per loop of rt-app's calibrated work (`calibration` as a number); `None` =
+    /// calibrate (`"CPUn"`, the default).
+    pub calibration_ns_per_loop: Option<u64>,
+    /// CPU to calibrate on (`"CPUn"`).
+    pub calibration_cpu: usize,
+    /// Mutexes use priority inheritance (`pi_enabled`, default false).
+    pub pi_enabled: bool,
+    /// Lock the process's pages in RAM (`lock_pages`, default true).
+    pub lock_pages: bool,
+    /// Log directory (`logdir`, default `./`).
+    pub logdir: String,
+    /// Log file and trace prefix (`log_basename`, default `rt-app`).
+    pub log_basename: String,
+    /// Per-thread log buffer (`log_size`): `None` = straight to the file system, `Some(0)` =
+    /// logging disabled, `Some(bytes)` = an in-memory buffer of that size.
+    pub log_size: Option<u64>,
+    /// ftrace marker categories (`ftrace`: comma-separated `main`, `task`, `loop`, `event`,
+    /// `stats`, `attrs`, `all`, `none`; the deprecated `true` means all).
+    pub ftrace: FtraceCategories,
+    /// Write gnuplot scripts next to the logs (`gnuplot`).
+    pub gnuplot: bool,
+    /// Where `iorun` writes (`io_device`, default `/dev/null`).
+    pub io_device: String,
+    /// Size of the buffer `mem` writes into (`mem_buffer_size`, bytes, default 4 MiB).
+    pub mem_buffer_size: u64,
+    /// Log the sum of a pass's slacks instead of the last (`cumulative_slack`).
+    pub cumulative_slack: bool,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            calibration_ns_per_loop: None,
+            calibration_cpu: 0,
+            pi_enabled: false,
+            lock_pages: true,
+            logdir: "./".to_string(),
+            log_basename: "rt-app".to_string(),
+            log_size: None,
+            ftrace: FtraceCategories::default(),
+            gnuplot: false,
+            io_device: "/dev/null".to_string(),
+            mem_buffer_size: DEFAULT_MEM_BUFFER_SIZE,
+            cumulative_slack: false,
+        }
+    }
+}
+
+/// rt-app's `DEFAULT_MEM_BUF_SIZE`.
+pub const DEFAULT_MEM_BUFFER_SIZE: u64 = 4 << 20;
+
+/// Which `rtapp_*` ftrace markers to write (rt-app's `ftrace_level` bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct FtraceCategories {
+    pub main: bool,
+    pub task: bool,
+    pub loops: bool,
+    pub event: bool,
+    pub stats: bool,
+    pub attrs: bool,
+}
+
+impl FtraceCategories {
+    pub const ALL: FtraceCategories = FtraceCategories {
+        main: true,
+        task: true,
+        loops: true,
+        event: true,
+        stats: true,
+        attrs: true,
+    };
+
+    /// Whether any marker is asked for.
+    pub fn any(&self) -> bool {
+        self.main || self.task || self.loops || self.event || self.stats || self.attrs
+    }
 }
 
 /// One thread (rt-app: one instance of a task).
@@ -37,6 +153,48 @@ pub struct ThreadSpec {
     /// Relative deadline used to judge jobs that are not SCHED_DEADLINE (defaults to the period
     /// of the thread's timer; for task sets, D).
     pub job_deadline: Option<Duration>,
+    /// rt-app's thread index (`tdata->ind`, the position in the file counting every instance):
+    /// the `<idx>` of its name `<task>-<idx>` and of its log. Forked threads share their task's.
+    #[serde(default)]
+    pub index: u32,
+    /// The thread's name under rt-app, `<task>-<index>` (its comm, log file and trace name), for
+    /// threads read from an rt-app file; `name` stays pacer's label in job records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtapp_name: Option<String>,
+    /// Started only by [`Event::Fork`] events naming this thread's task (rt-app `instance: 0`),
+    /// never at the start of the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forked: bool,
+    /// Utilisation clamps (rt-app `util_min`/`util_max`, 0–1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_min: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub util_max: Option<u32>,
+    /// cgroup the thread runs in (rt-app `taskgroup`, a path under the cpu controller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taskgroup: Option<String>,
+}
+
+impl Default for ThreadSpec {
+    /// A SCHED_OTHER thread named `thread` with no phases, started with the run.
+    fn default() -> Self {
+        ThreadSpec {
+            name: "thread".to_string(),
+            policy: Policy::Other { nice: 0 },
+            affinity: None,
+            start_delay: Duration::ZERO,
+            phases: Vec::new(),
+            loops: None,
+            cooperative: false,
+            job_deadline: None,
+            index: 0,
+            rtapp_name: None,
+            forked: false,
+            util_min: None,
+            util_max: None,
+            taskgroup: None,
+        }
+    }
 }
 
 impl ThreadSpec {
@@ -191,6 +349,37 @@ pub enum Event {
     /// The thread announces that its coming jobs will do `units` work units (the audio paper's
     /// workUnits hint); delivered at once to the adaptation engine, and used by [`Work::Linear`].
     WorkUnits { units: u64 },
+    /// pthread_mutex_lock (rt-app `lock`).
+    Lock { mutex: ResourceId },
+    /// pthread_mutex_unlock (rt-app `unlock`).
+    Unlock { mutex: ResourceId },
+    /// pthread_cond_wait on `cond` with `mutex`, which the thread holds (rt-app `wait`).
+    Wait { cond: ResourceId, mutex: ResourceId },
+    /// pthread_cond_signal: wakes one waiter, if any (rt-app `signal`).
+    Signal { cond: ResourceId },
+    /// pthread_cond_broadcast: wakes every waiter (rt-app `broad`).
+    Broadcast { cond: ResourceId },
+    /// Signal then wait on `cond` with `mutex` held, with no gap between them (rt-app `sync`).
+    SignalWait { cond: ResourceId, mutex: ResourceId },
+    /// Waits until the barrier's users have all arrived; the last one releases them all.
+    Barrier { barrier: ResourceId },
+    /// Locks `mutex`, waits on `cond` and unlocks (rt-app `suspend`: both named after the
+    /// thread's task).
+    Suspend { cond: ResourceId, mutex: ResourceId },
+    /// Locks `mutex`, broadcasts `cond` and unlocks (rt-app `resume TASK`): wakes the task's
+    /// suspended threads; a thread not suspended yet misses it.
+    Resume { cond: ResourceId, mutex: ResourceId },
+    /// sem_post (rt-app `sem_post`).
+    SemPost { sem: ResourceId },
+    /// sem_wait (rt-app `sem_wait`).
+    SemWait { sem: ResourceId },
+    /// Writes `bytes` bytes into the shared memory buffer, wrapping at its size (rt-app `mem`).
+    Mem { bytes: u64 },
+    /// Writes `bytes` bytes to the I/O device (rt-app `iorun`), from the memory buffer.
+    IoRun { bytes: u64 },
+    /// Starts a new thread running the forked thread spec `thread` (an index into
+    /// [`Workload::threads`]; rt-app `fork`).
+    Fork { thread: usize },
     /// Framework-assisted boosting (VT-CFS paper §IV): from now on the thread is marked
     /// interactive with budget C = `budget`, so its fair-class weight is raised at each wake-up
     /// by eq. 6 and restored when it blocks or its slice runs out; a zero budget unmarks it.
@@ -219,7 +408,24 @@ impl Event {
             Event::Run { work } => work.can_take_time(),
             Event::Runtime { duration } | Event::Sleep { duration } => !duration.is_zero(),
             Event::Timer { period, .. } => !period.is_zero(),
-            Event::Yield | Event::WorkUnits { .. } | Event::Boost { .. } => false,
+            // `mem` and `iorun` take time, but how much depends on the machine.
+            Event::Mem { bytes } | Event::IoRun { bytes } => *bytes > 0,
+            Event::Yield
+            | Event::WorkUnits { .. }
+            | Event::Boost { .. }
+            | Event::Lock { .. }
+            | Event::Unlock { .. }
+            | Event::Signal { .. }
+            | Event::Broadcast { .. }
+            | Event::SemPost { .. }
+            | Event::Resume { .. }
+            | Event::Fork { .. } => false,
+            // Blocking: time passes while the thread waits for another.
+            Event::Wait { .. }
+            | Event::SignalWait { .. }
+            | Event::Barrier { .. }
+            | Event::Suspend { .. }
+            | Event::SemWait { .. } => true,
         }
     }
 }
@@ -258,7 +464,73 @@ impl ThreadSpec {
     }
 }
 
+impl Event {
+    /// Whether the event synchronises with other threads or starts one: events an executor
+    /// must model for the workload to keep its meaning.
+    pub fn is_sync(&self) -> bool {
+        matches!(
+            self,
+            Event::Lock { .. }
+                | Event::Unlock { .. }
+                | Event::Wait { .. }
+                | Event::Signal { .. }
+                | Event::Broadcast { .. }
+                | Event::SignalWait { .. }
+                | Event::Barrier { .. }
+                | Event::Suspend { .. }
+                | Event::Resume { .. }
+                | Event::SemPost { .. }
+                | Event::SemWait { .. }
+                | Event::Fork { .. }
+        )
+    }
+
+    /// rt-app's event name (its `desc` in `rtapp_event` markers, without the resource).
+    pub fn rtapp_name(&self) -> &'static str {
+        match self {
+            Event::Run { .. } => "run",
+            Event::Runtime { .. } => "runtime",
+            Event::Sleep { .. } => "sleep",
+            Event::Timer { .. } => "timer",
+            Event::Yield => "yield",
+            Event::WorkUnits { .. } => "workUnits",
+            Event::Boost { .. } => "boost",
+            Event::Lock { .. } => "lock",
+            Event::Unlock { .. } => "unlock",
+            Event::Wait { .. } => "wait",
+            Event::Signal { .. } => "signal",
+            Event::Broadcast { .. } => "broad",
+            Event::SignalWait { .. } => "sync",
+            Event::Barrier { .. } => "barrier",
+            Event::Suspend { .. } => "suspend",
+            Event::Resume { .. } => "resume",
+            Event::SemPost { .. } => "sem_post",
+            Event::SemWait { .. } => "sem_wait",
+            Event::Mem { .. } => "mem",
+            Event::IoRun { .. } => "iorun",
+            Event::Fork { .. } => "fork",
+        }
+    }
+}
+
+impl ThreadSpec {
+    /// The first event of this thread an executor that supports only `supported` cannot run,
+    /// with its phase index: executors refuse such a workload rather than change its meaning.
+    pub fn first_unsupported(&self, supported: impl Fn(&Event) -> bool) -> Option<(usize, &Event)> {
+        self.phases
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.events.iter().map(move |e| (i, e)))
+            .find(|(_, e)| !supported(e))
+    }
+}
+
 impl Workload {
+    /// Threads started with the run (not [`ThreadSpec::forked`]).
+    pub fn initial_threads(&self) -> impl Iterator<Item = (usize, &ThreadSpec)> {
+        self.threads.iter().enumerate().filter(|(_, t)| !t.forked)
+    }
+
     /// Index of the largest timer id used, plus one (the number of distinct timers).
     pub fn timer_count(&self) -> usize {
         self.threads

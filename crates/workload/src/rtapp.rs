@@ -569,6 +569,7 @@ impl Parser<'_> {
             threads,
             duration,
             ignored: std::mem::take(&mut self.ignored),
+            ..Default::default()
         })
     }
 
@@ -1207,7 +1208,10 @@ impl Parser<'_> {
                         policy: ph.policy,
                     });
                 }
+                let index = threads.len() as u32;
                 threads.push(ThreadSpec {
+                    rtapp_name: Some(format!("{}-{index}", task.name)),
+                    index,
                     name,
                     policy: task.policy,
                     affinity: task.affinity.clone(),
@@ -1216,6 +1220,7 @@ impl Parser<'_> {
                     loops: task.loops,
                     cooperative: false,
                     job_deadline: None,
+                    ..Default::default()
                 });
             }
         }

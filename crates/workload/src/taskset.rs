@@ -124,6 +124,7 @@ pub fn from_taskset(set: &TaskSet, policy: &TaskPolicy, exec: ExecModel) -> Work
                 loops: None,
                 cooperative: false,
                 job_deadline: Some(t.deadline),
+                ..Default::default()
             }
         })
         .collect();
@@ -131,6 +132,7 @@ pub fn from_taskset(set: &TaskSet, policy: &TaskPolicy, exec: ExecModel) -> Work
         threads,
         duration: None,
         ignored: Vec::new(),
+        ..Default::default()
     }
 }
 

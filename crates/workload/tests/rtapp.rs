@@ -56,6 +56,7 @@ fn thread(name: &str, policy: Policy, loops: Option<u64>, phases: Vec<Phase>) ->
         loops,
         cooperative: false,
         job_deadline: None,
+        ..Default::default()
     }
 }
 

@@ -43,7 +43,7 @@ use std::thread::JoinHandle;
 
 use pacer_model::{Duration, Policy};
 use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
-use pacer_workload::{ThreadSpec, Workload};
+use pacer_workload::{Event, ThreadSpec, Workload};
 use serde::Serialize;
 
 pub use self::calibrate::Calibration;
@@ -314,6 +314,19 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
         };
         if t.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
             return Err(bad("no events to run".into()));
+        }
+        if let Some((phase, e)) =
+            t.first_unsupported(|e| !e.is_sync() && !matches!(e, Event::Mem { .. } | Event::IoRun { .. }))
+        {
+            return Err(bad(format!(
+                "phase {phase}: the `{}` event is not supported by `pacer run` yet",
+                e.rtapp_name()
+            )));
+        }
+        if t.forked {
+            return Err(bad(
+                "threads started by `fork` are not supported by `pacer run` yet".into(),
+            ));
         }
         let masks = std::iter::once(&t.affinity).chain(t.phases.iter().map(|p| &p.affinity));
         for cpus in masks.flatten() {

@@ -712,6 +712,21 @@ impl<'a> Interp<'a> {
                 // The boost lives in the kernel's wake-up path (VT-CFS §IV); stock Linux has
                 // none, and a user-space renice would not be the paper's mechanism.
                 Event::Boost { .. } => {}
+                // Refused before the run starts (`validate`).
+                Event::Lock { .. }
+                | Event::Unlock { .. }
+                | Event::Wait { .. }
+                | Event::Signal { .. }
+                | Event::Broadcast { .. }
+                | Event::SignalWait { .. }
+                | Event::Barrier { .. }
+                | Event::Suspend { .. }
+                | Event::Resume { .. }
+                | Event::SemPost { .. }
+                | Event::SemWait { .. }
+                | Event::Mem { .. }
+                | Event::IoRun { .. }
+                | Event::Fork { .. } => {}
             }
         }
     }
