@@ -35,6 +35,10 @@ every thread puts itself back to SCHED_OTHER. Measurement details: docs/linux.md
 pub struct Args {
     /// rt-app JSON workload; `-` reads standard input.
     pub file: PathBuf,
+    /// Run an rt-app file even if it uses what pacer cannot run as rt-app would: skip those
+    /// and list them all. Without it such a file is refused.
+    #[arg(long)]
+    pub lenient: bool,
     /// Length of the run from the threads' common start [default: the file's `global.duration`;
     /// without one, until every thread has ended or Ctrl-C].
     #[arg(short = 'd', long, value_parser = parse_duration)]
@@ -152,7 +156,7 @@ pub fn run(a: Args) -> Result<()> {
         .as_deref()
         .map(|d| files.dir("--log-dir", d, false).map(|_| d))
         .transpose()?;
-    let workload = match read_input(&a.file)? {
+    let workload = match read_input(&a.file, a.lenient)? {
         Input::RtApp(w) => w,
         Input::TaskSet(_) => bail!(
             "{}: this is a pacer task set; `pacer run` runs rt-app workloads (a `tasks` object), and `pacer sim` simulates task sets",

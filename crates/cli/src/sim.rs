@@ -40,6 +40,11 @@ pub struct Args {
     /// Task-set JSON or rt-app JSON file; `-` reads standard input.
     #[arg(required = true)]
     pub file: Option<PathBuf>,
+    /// Run an rt-app file even if it uses what pacer cannot run as rt-app would (NUMA binding,
+    /// `memrun`, phase-level clamps): skip those and list them all. Without it such a file is
+    /// refused, since skipping changes what the workload does.
+    #[arg(long)]
+    pub lenient: bool,
     #[command(subcommand)]
     pub command: Option<SimCommand>,
     /// Number of identical CPUs.
@@ -212,7 +217,7 @@ pub(crate) enum Input {
 }
 
 /// Reads a task-set or rt-app file (`-`: standard input) and decides which it is.
-pub(crate) fn read_input(path: &PathBuf) -> Result<Input> {
+pub(crate) fn read_input(path: &PathBuf, lenient: bool) -> Result<Input> {
     let (text, name) = if path.as_os_str() == "-" {
         (crate::read_stdin()?, "<stdin>".to_string())
     } else {
@@ -227,26 +232,26 @@ pub(crate) fn read_input(path: &PathBuf) -> Result<Input> {
     if looks_like_taskset {
         Ok(Input::TaskSet(pacer_model::parse_taskset(&text, &name)?))
     } else {
-        Ok(Input::RtApp(pacer_workload::parse_rtapp(&text, &name)?))
+        let opts = pacer_workload::RtAppOptions { lenient };
+        Ok(Input::RtApp(pacer_workload::parse_rtapp_with(
+            &text, &name, &opts,
+        )?))
     }
 }
 
-/// Prints the rt-app keys the parser skipped as a warning on standard error: a few of them, since
-/// one line per key would bury the results (`--json` lists them all in `ignored_keys`).
+/// Prints, in full, what the rt-app parser noted: keys rt-app reads but that do not change what
+/// runs, and with `--lenient` what was skipped (never a silent change of meaning).
 pub(crate) fn warn_ignored(command: &str, ignored: &[String]) {
     if ignored.is_empty() {
         return;
     }
     let n = ignored.len();
     eprintln!(
-        "{command}: warning: {n} rt-app key{} not modelled, ignored:",
+        "{command}: note: {n} rt-app key{} read but not run:",
         if n == 1 { "" } else { "s" }
     );
-    for k in ignored.iter().take(4) {
+    for k in ignored {
         eprintln!("  {}", pacer_model::text::escape_control(k));
-    }
-    if n > 4 {
-        eprintln!("  … and {} more (see `ignored_keys` in --json output)", n - 4);
     }
 }
 
@@ -401,6 +406,7 @@ impl Args {
     ) -> Self {
         Args {
             file: Some(PathBuf::from("<generated>")),
+            lenient: false,
             command: None,
             cpus,
             policy: Some(policy),
@@ -442,7 +448,7 @@ pub fn run(mut a: Args) -> Result<()> {
     out.input(file);
     let jobs = a.jobs.as_deref().map(|p| out.file("--jobs", p)).transpose()?;
     let trace = a.trace.as_deref().map(|p| out.file("--trace", p)).transpose()?;
-    let input = read_input(file)?;
+    let input = read_input(file, a.lenient)?;
     let files = Files {
         jobs: jobs.map(|s| out.open(s)).transpose()?,
         trace: trace.map(|s| out.open(s)).transpose()?,

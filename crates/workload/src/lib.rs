@@ -16,7 +16,7 @@ pub use model::{
     Event, FtraceCategories, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec,
     TimerId, TimerMode, Work, Workload,
 };
-pub use rtapp::{parse_rtapp, read_rtapp, RtAppError};
+pub use rtapp::{parse_rtapp, parse_rtapp_with, read_rtapp, RtAppError, RtAppOptions};
 pub use taskset::{
     deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,
 };

@@ -33,7 +33,10 @@ use std::path::Path;
 use pacer_model::{Duration, Reservation, ReservationError};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+use crate::model::{
+    Event, FtraceCategories, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec,
+    TimerId, TimerMode, Work, Workload,
+};
 
 /// An rt-app file problem: the same shape as a task-set file problem (file, JSON path of the
 /// field, what was expected), so both formats report errors alike.
@@ -49,14 +52,87 @@ pub fn read_rtapp(path: &Path) -> Result<Workload, RtAppError> {
     parse_rtapp(&text, &file)
 }
 
-/// Parses rt-app JSON text; `file` names the source in error messages.
+/// Parses rt-app JSON text; `file` names the source in error messages. Strict: anything whose
+/// meaning pacer would change is an error (see [`parse_rtapp_with`]).
 pub fn parse_rtapp(text: &str, file: &str) -> Result<Workload, RtAppError> {
-    let root = parse_json(text, file)?;
+    parse_rtapp_with(text, file, &RtAppOptions::default())
+}
+
+/// How to treat what pacer cannot run as rt-app would.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RtAppOptions {
+    /// Skip what is not supported (listed in full in [`Workload::ignored`]) instead of refusing
+    /// the file.
+    pub lenient: bool,
+}
+
+/// [`parse_rtapp`] with options.
+pub fn parse_rtapp_with(text: &str, file: &str, opts: &RtAppOptions) -> Result<Workload, RtAppError> {
+    let mut root = parse_json(text, file)?;
     let mut p = Parser {
         file,
         ignored: Vec::new(),
+        unsupported: Vec::new(),
     };
-    p.root(&root)
+    json_c_keys(&mut root, "", &mut p.ignored);
+    let mut w = p.root(&root)?;
+    if !p.unsupported.is_empty() {
+        if !opts.lenient {
+            let n = p.unsupported.len();
+            return Err(p.err(
+                p.unsupported[0].0.clone(),
+                format!(
+                    "{n} thing(s) pacer cannot run as rt-app would (running without them would change \
+                     the workload's meaning; `--lenient` skips them):\n  {}",
+                    p.unsupported
+                        .iter()
+                        .map(|(path, why)| format!("{path}: {why}"))
+                        .collect::<Vec<_>>()
+                        .join("\n  ")
+                ),
+            ));
+        }
+        w.ignored.extend(
+            p.unsupported
+                .iter()
+                .map(|(path, why)| format!("{path}: {why}; skipped (--lenient)")),
+        );
+    }
+    Ok(w)
+}
+
+/// json-c's rule for a key repeated in one object (`json_object_object_add()` replaces the value
+/// of the existing entry): one entry, at the first occurrence's place, with the last value.
+/// rt-app therefore runs one `"run"` of two; the documentation's `workgen` script renames
+/// repeats (`run0`, `run1`, …) precisely so that each one runs.
+fn json_c_keys(v: &mut Json, path: &str, notes: &mut Vec<String>) {
+    match v {
+        Json::Obj(entries) => {
+            let mut merged: Vec<(String, Json)> = Vec::with_capacity(entries.len());
+            for (k, val) in entries.drain(..) {
+                if let Some(first) = merged.iter_mut().find(|(m, _)| *m == k) {
+                    notes.push(format!(
+                        "{}: repeated key; as in rt-app (json-c) only its last value counts, at its \
+                         first place (rt-app's workgen script renames repeats so that each runs)",
+                        join(path, &k)
+                    ));
+                    first.1 = val;
+                } else {
+                    merged.push((k, val));
+                }
+            }
+            for (k, val) in merged.iter_mut() {
+                json_c_keys(val, &join(path, k), notes);
+            }
+            *entries = merged;
+        }
+        Json::Arr(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                json_c_keys(item, &format!("{path}[{i}]"), notes);
+            }
+        }
+        _ => {}
+    }
 }
 
 // Upper bounds on what a file expands to. rt-app has none, but `instance` copies a task with all
@@ -73,13 +149,13 @@ const POLICY_NAMES: &str = "SCHED_OTHER, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCH
 
 // rt-app's event table (`events[]` in rt-app_parse_config.c), in its matching order: a key is an
 // event when it starts with one of these. `runtime` precedes `run` so `runtime2` is not a `run`.
-const EVENT_PREFIXES: [&str; 17] = [
+const EVENT_PREFIXES: [&str; 20] = [
     "lock", "unlock", "wait", "signal", "broad", "sync", "sleep", "runtime", "run", "timer", "suspend",
-    "resume", "mem", "iorun", "yield", "barrier", "fork",
+    "resume", "memrun", "mem", "iorun", "yield", "barrier", "fork", "sem_post", "sem_wait",
 ];
 
-// Properties rt-app reads in thread and phase objects that pacer has no model for. Listed so the
-// warning says what they are rather than "unknown key".
+// Properties rt-app reads in thread and phase objects that pacer reads only at thread level (or,
+// for NUMA binding, not at all): refused where they are not supported, rather than "unknown key".
 const UNMODELLED_PROPERTIES: [&str; 5] = [
     "taskgroup",
     "util_min",
@@ -375,6 +451,26 @@ enum EventTemplate {
         period: Duration,
         absolute: bool,
     },
+    /// An event naming shared resources (or, for `fork`, a task), resolved once every task is
+    /// known.
+    Shared(SharedEvent),
+}
+
+// Events on named resources, as written; `suspend` names its own task's resources.
+#[derive(Debug, Clone)]
+enum SharedEvent {
+    Lock(String),
+    Unlock(String),
+    Wait { cond: String, mutex: String },
+    Signal(String),
+    Broadcast(String),
+    Sync { cond: String, mutex: String },
+    Barrier(String),
+    Suspend,
+    Resume(String),
+    SemPost(String),
+    SemWait(String),
+    Fork { task: String, path: String },
 }
 
 #[derive(Debug, Clone)]
@@ -396,6 +492,9 @@ struct TaskTemplate {
     policy: Policy,
     loops: Option<u64>,
     phases: Vec<PhaseTemplate>,
+    util_min: Option<u32>,
+    util_max: Option<u32>,
+    taskgroup: Option<String>,
 }
 
 // The scheduling keys found at one level (thread or phase), with their paths.
@@ -431,6 +530,8 @@ impl<'j> SchedKeys<'j> {
 struct Parser<'a> {
     file: &'a str,
     ignored: Vec<String>,
+    /// (JSON path, why): what pacer cannot run as rt-app would.
+    unsupported: Vec<(String, String)>,
 }
 
 type R<T> = Result<T, RtAppError>;
@@ -446,6 +547,28 @@ impl Parser<'_> {
 
     fn ignore(&mut self, path: &str, why: &str) {
         self.ignored.push(format!("{path}: {why}"));
+    }
+
+    fn unsupported(&mut self, path: &str, why: &str) {
+        self.unsupported.push((path.to_string(), why.to_string()));
+    }
+
+    fn string<'j>(&self, v: &'j Json, path: &str, what: &str) -> R<&'j str> {
+        match v {
+            Json::Str(s) => Ok(s),
+            other => Err(self.err(path, format!("expected {what}, found {}", other.describe()))),
+        }
+    }
+
+    // json-c's boolean reading of rt-app's flags (`get_bool_value_from()`): a JSON boolean.
+    fn boolean(&self, v: &Json, path: &str) -> R<bool> {
+        match v {
+            Json::Bool(b) => Ok(*b),
+            other => Err(self.err(
+                path,
+                format!("expected true or false, found {}", other.describe()),
+            )),
+        }
     }
 
     fn object<'j>(&self, v: &'j Json, path: &str, what: &str) -> R<&'j [(String, Json)]> {
@@ -541,9 +664,9 @@ impl Parser<'_> {
                 _ => self.ignore(key, "not an rt-app top-level key"),
             }
         }
-        let (duration, default_policy) = match global {
+        let (duration, default_policy, settings) = match global {
             Some(g) => self.global(g)?,
-            None => (None, PolicyKind::Other),
+            None => (None, PolicyKind::Other, RunSettings::default()),
         };
         let Some(tasks) = tasks else {
             return Err(self.err("tasks", "missing: expected an object mapping task names to tasks"));
@@ -564,27 +687,24 @@ impl Parser<'_> {
             }
             templates.push(self.task(name, value, &path, &default_policy)?);
         }
-        let threads = self.instantiate(templates)?;
+        let (threads, resources) = self.instantiate(templates)?;
         Ok(Workload {
             threads,
             duration,
             ignored: std::mem::take(&mut self.ignored),
-            ..Default::default()
+            resources,
+            settings,
         })
     }
 
-    // `global`: only `duration` and `default_policy` affect what runs.
-    fn global(&mut self, g: &Json) -> R<(Option<Duration>, PolicyKind)> {
+    // `global`: the duration, the default policy and rt-app's run-time settings.
+    fn global(&mut self, g: &Json) -> R<(Option<Duration>, PolicyKind, RunSettings)> {
         let entries = self.object(g, "global", "an object of global settings")?;
         let mut duration = None;
         let mut policy = PolicyKind::Other;
-        let mut seen = HashSet::new();
+        let mut set = RunSettings::default();
         for (key, value) in entries {
             let path = join("global", key);
-            if !seen.insert(key.as_str()) {
-                self.ignore(&path, "repeated key; only the first is read");
-                continue;
-            }
             match key.as_str() {
                 "duration" => {
                     // Seconds; -1 = until every thread ends. rt-app treats 0 the same way.
@@ -614,14 +734,129 @@ impl Parser<'_> {
                     };
                     policy = kind;
                 }
-                "calibration" | "pi_enabled" | "lock_pages" | "logdir" | "log_basename" | "log_size"
-                | "ftrace" | "gnuplot" | "io_device" | "mem_buffer_size" | "cumulative_slack" => {
-                    self.ignore(&path, "rt-app run-time setting, not used by pacer")
+                "calibration" => match value {
+                    // A number is rt-app's ns per loop, used as is; a string names the CPU to
+                    // calibrate on (`sscanf("CPU%d")`).
+                    Json::Int(_) => {
+                        let what = "ns per loop (an integer ≥ 1) or \"CPUn\"";
+                        let n = self.int(value, &path, what)?;
+                        if n < 1 {
+                            return Err(self.err(&path, format!("expected {what}, found {n}")));
+                        }
+                        set.calibration_ns_per_loop = Some(n as u64);
+                    }
+                    Json::Str(cpu) => {
+                        let n = cpu
+                            .strip_prefix("CPU")
+                            .and_then(|n| n.parse::<usize>().ok())
+                            .ok_or_else(|| {
+                                self.err(
+                                    &path,
+                                    format!("expected \"CPUn\" or ns per loop (an integer), found \"{cpu}\""),
+                                )
+                            })?;
+                        set.calibration_cpu = n;
+                    }
+                    other => {
+                        return Err(self.err(
+                            &path,
+                            format!(
+                                "expected ns per loop (an integer) or \"CPUn\", found {}",
+                                other.describe()
+                            ),
+                        ))
+                    }
+                },
+                "pi_enabled" => set.pi_enabled = self.boolean(value, &path)?,
+                "lock_pages" => set.lock_pages = self.boolean(value, &path)?,
+                "gnuplot" => set.gnuplot = self.boolean(value, &path)?,
+                "cumulative_slack" => set.cumulative_slack = self.boolean(value, &path)?,
+                "logdir" => set.logdir = self.string(value, &path, "a directory (string)")?.to_string(),
+                "log_basename" => {
+                    set.log_basename = self
+                        .string(value, &path, "a file name prefix (string)")?
+                        .to_string()
                 }
-                _ => self.ignore(&path, "not an rt-app global setting"),
+                "io_device" => {
+                    set.io_device = self
+                        .string(value, &path, "a file or device path (string)")?
+                        .to_string()
+                }
+                "mem_buffer_size" => {
+                    let what = "a buffer size in bytes ≥ 1";
+                    let n = self.int(value, &path, what)?;
+                    if n < 1 {
+                        return Err(self.err(&path, format!("expected {what}, found {n}")));
+                    }
+                    set.mem_buffer_size = n as u64;
+                }
+                "log_size" => {
+                    set.log_size = match value {
+                        // MiB of in-memory buffer per thread.
+                        Json::Int(_) => {
+                            let what = "a buffer size in MiB ≥ 0, or \"file\", \"auto\" or \"disable\"";
+                            let n = self.int(value, &path, what)?;
+                            if n < 0 {
+                                return Err(self.err(&path, format!("expected {what}, found {n}")));
+                            }
+                            Some((n as u64) << 20)
+                        }
+                        Json::Str(s) if s == "disable" => Some(0),
+                        // rt-app falls back to the file system for "auto".
+                        Json::Str(s) if s == "file" || s == "auto" => None,
+                        other => {
+                            return Err(self.err(
+                                &path,
+                                format!(
+                                    "expected a size in MiB, \"file\", \"auto\" or \"disable\", found {}",
+                                    other.describe()
+                                ),
+                            ))
+                        }
+                    }
+                }
+                "ftrace" => set.ftrace = self.ftrace(value, &path)?,
+                _ => self.ignore(&path, "not an rt-app global setting; rt-app ignores it too"),
             }
         }
-        Ok((duration, policy))
+        Ok((duration, policy, set))
+    }
+
+    // `ftrace`: a comma-separated list of categories (rt-app `ftrace_setup()`: main, task, loop,
+    // event, stats, none; case-insensitive), or the deprecated boolean (true = all).
+    fn ftrace(&self, v: &Json, path: &str) -> R<FtraceCategories> {
+        let list = match v {
+            Json::Bool(true) => return Ok(FtraceCategories::ALL),
+            Json::Bool(false) => return Ok(FtraceCategories::default()),
+            Json::Str(s) => s,
+            other => {
+                return Err(self.err(
+                    path,
+                    format!(
+                        "expected categories such as \"main,task,loop,event,stats\", found {}",
+                        other.describe()
+                    ),
+                ))
+            }
+        };
+        let mut c = FtraceCategories::default();
+        for cat in list.split(',').filter(|c| !c.is_empty()) {
+            match cat.to_ascii_lowercase().as_str() {
+                "main" => c.main = true,
+                "task" => c.task = true,
+                "loop" => c.loops = true,
+                "event" => c.event = true,
+                "stats" => c.stats = true,
+                "none" => c = FtraceCategories::default(),
+                other => {
+                    return Err(self.err(
+                        path,
+                        format!("unknown ftrace category \"{other}\": expected main, task, loop, event, stats or none"),
+                    ))
+                }
+            }
+        }
+        Ok(c)
     }
 
     fn task(&mut self, name: &str, value: &Json, path: &str, default_policy: &PolicyKind) -> R<TaskTemplate> {
@@ -630,6 +865,7 @@ impl Parser<'_> {
         // in file order.
         let mut props: HashMap<&str, (&Json, String)> = HashMap::new();
         let mut events: Vec<(&str, &Json, String)> = Vec::new();
+        let (mut util_min, mut util_max, mut taskgroup) = (None, None, None);
         for (key, v) in entries {
             let p = join(path, key);
             if key == "runtime" && !props.contains_key("runtime") {
@@ -642,8 +878,21 @@ impl Parser<'_> {
                 } else {
                     props.insert(key.as_str(), (v, p));
                 }
+            } else if key == "util_min" || key == "util_max" {
+                let what = "a utilisation clamp in 0..=1024";
+                let n = self.int(v, &p, what)?;
+                if !(0..=1024).contains(&n) {
+                    return Err(self.err(&p, format!("expected {what}, found {n}")));
+                }
+                if key == "util_min" {
+                    util_min = Some(n as u32);
+                } else {
+                    util_max = Some(n as u32);
+                }
+            } else if key == "taskgroup" {
+                taskgroup = Some(self.string(v, &p, "a cgroup path such as \"/tg1\"")?.to_string());
             } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
-                self.ignore(&p, "rt-app property not modelled by pacer");
+                self.unsupported(&p, "NUMA memory binding is not supported");
             } else if key == "lock_order" || key == "resources" {
                 self.ignore(&p, "legacy rt-app resource property, not modelled by pacer");
             } else if event_prefix(key).is_some() {
@@ -656,15 +905,11 @@ impl Parser<'_> {
         let instances = match props.get("instance") {
             None => 1,
             Some((v, p)) => {
-                let what = "a number of threads ≥ 1";
+                // 0: no thread at the start; the task is only started by `fork` events.
+                let what = "a number of threads ≥ 0";
                 let n = self.int(v, p, what)?;
-                if n < 1 {
-                    // rt-app creates no thread for 0 (the task is then only started by `fork`
-                    // events, which pacer does not model).
-                    return Err(self.err(
-                        p,
-                        format!("expected {what}, found {n} (instance 0 is for tasks started by `fork`, which pacer does not model)"),
-                    ));
+                if n < 0 {
+                    return Err(self.err(p, format!("expected {what}, found {n}")));
                 }
                 n as u64
             }
@@ -759,17 +1004,14 @@ impl Parser<'_> {
         for ph in phases {
             if ph.events.is_empty() && ph.policy.is_none() && ph.affinity.is_none() {
                 if props.contains_key("phases") {
-                    self.ignore(&ph.path, "phase has no event pacer models; dropped");
+                    self.ignore(&ph.path, "phase has no event pacer runs; dropped");
                 }
             } else {
                 kept.push(ph);
             }
         }
         if kept.iter().all(|ph| ph.events.is_empty()) {
-            return Err(self.err(
-                path,
-                "no event pacer can run (run, runtime, sleep, timer or yield); the others are skipped",
-            ));
+            return Err(self.err(path, "no event pacer can run; the others are skipped"));
         }
         Ok(TaskTemplate {
             name: name.to_string(),
@@ -780,6 +1022,9 @@ impl Parser<'_> {
             policy,
             loops,
             phases: kept,
+            util_min,
+            util_max,
+            taskgroup,
         })
     }
 
@@ -797,7 +1042,10 @@ impl Parser<'_> {
                     props.insert(key.as_str(), (v, p));
                 }
             } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
-                self.ignore(&p, "rt-app property not modelled by pacer");
+                self.unsupported(
+                    &p,
+                    &format!("phase-level `{key}` is not supported (set it on the task)"),
+                );
             } else if event_prefix(key).is_some() {
                 events.push((key.as_str(), v, p));
             } else if TASK_PROPERTIES.contains(&key.as_str()) {
@@ -1042,12 +1290,72 @@ impl Parser<'_> {
             },
             "yield" => Event::Yield, // rt-app ignores the value (documented as an optional string)
             "timer" => return self.timer(v, path),
-            other => {
-                self.ignore(
+            "mem" | "iorun" => {
+                let what = "a number of bytes ≥ 0";
+                let n = self.int(v, path, what)?;
+                if n < 0 {
+                    return Err(self.err(path, format!("expected {what}, found {n}")));
+                }
+                if prefix == "mem" {
+                    Event::Mem { bytes: n as u64 }
+                } else {
+                    Event::IoRun { bytes: n as u64 }
+                }
+            }
+            "memrun" => {
+                self.unsupported(
                     path,
-                    &format!("rt-app `{other}` event is not modelled by pacer; skipped"),
+                    "the `memrun` event (sized read/write/chase buffers) is not supported",
                 );
                 return Ok(None);
+            }
+            "wait" | "sync" => {
+                // An object {"ref": cond, "mutex": mutex}; rt-app names a missing one "unknown".
+                let entries = self.object(v, path, "an object {\"ref\": condition, \"mutex\": mutex}")?;
+                let mut cond = "unknown".to_string();
+                let mut mutex = "unknown".to_string();
+                for (k, val) in entries {
+                    let p = join(path, k);
+                    match k.as_str() {
+                        "ref" => cond = self.string(val, &p, "a condition name (string)")?.to_string(),
+                        "mutex" => mutex = self.string(val, &p, "a mutex name (string)")?.to_string(),
+                        _ => self.ignore(&p, "not a key of this event (ref, mutex); rt-app ignores it too"),
+                    }
+                }
+                let e = if prefix == "wait" {
+                    SharedEvent::Wait { cond, mutex }
+                } else {
+                    SharedEvent::Sync { cond, mutex }
+                };
+                return Ok(Some(EventTemplate::Shared(e)));
+            }
+            // `suspend`'s value is ignored: a thread suspends on its own task's name.
+            "suspend" => return Ok(Some(EventTemplate::Shared(SharedEvent::Suspend))),
+            other => {
+                // Events naming one resource (or task) by a string; rt-app refuses other values.
+                let what = match other {
+                    "lock" | "unlock" => "a mutex name (string)",
+                    "signal" | "broad" => "a condition name (string)",
+                    "barrier" => "a barrier name (string)",
+                    "resume" | "fork" => "a task name (string)",
+                    _ => "a semaphore name (string)",
+                };
+                let name = self.string(v, path, what)?.to_string();
+                let e = match other {
+                    "lock" => SharedEvent::Lock(name),
+                    "unlock" => SharedEvent::Unlock(name),
+                    "signal" => SharedEvent::Signal(name),
+                    "broad" => SharedEvent::Broadcast(name),
+                    "barrier" => SharedEvent::Barrier(name),
+                    "resume" => SharedEvent::Resume(name),
+                    "fork" => SharedEvent::Fork {
+                        task: name,
+                        path: path.to_string(),
+                    },
+                    "sem_post" => SharedEvent::SemPost(name),
+                    _ => SharedEvent::SemWait(name),
+                };
+                return Ok(Some(EventTemplate::Shared(e)));
             }
         };
         Ok(Some(EventTemplate::Plain(ev)))
@@ -1114,9 +1422,11 @@ impl Parser<'_> {
         }))
     }
 
-    // Expands tasks into threads and gives timers their ids, in file order.
-    fn instantiate(&mut self, tasks: Vec<TaskTemplate>) -> R<Vec<ThreadSpec>> {
-        let total: u64 = tasks.iter().map(|t| t.instances).fold(0, u64::saturating_add);
+    // Expands tasks into threads and gives timers and shared resources their ids, in file order.
+    fn instantiate(&mut self, tasks: Vec<TaskTemplate>) -> R<(Vec<ThreadSpec>, Vec<Resource>)> {
+        // A task with `instance: 0` still needs one spec, for its `fork`s to start.
+        let specs_of = |t: &TaskTemplate| t.instances.max(1);
+        let total: u64 = tasks.iter().map(specs_of).fold(0, u64::saturating_add);
         if total > MAX_THREADS {
             let worst = tasks
                 .iter()
@@ -1129,7 +1439,7 @@ impl Parser<'_> {
         }
         let events_of = |t: &TaskTemplate| -> u64 {
             let per_thread: u64 = t.phases.iter().map(|ph| ph.events.len() as u64).sum();
-            per_thread.saturating_mul(t.instances)
+            per_thread.saturating_mul(specs_of(t))
         };
         let events: u64 = tasks.iter().map(events_of).fold(0, u64::saturating_add);
         if events > MAX_EVENTS {
@@ -1145,16 +1455,45 @@ impl Parser<'_> {
                 ),
             ));
         }
+        // Where each task's first thread spec will be, for `fork` (which may name a later task).
+        let mut first_spec: HashMap<&str, usize> = HashMap::new();
+        let mut at = 0usize;
+        for t in &tasks {
+            first_spec.insert(t.name.as_str(), at);
+            at += specs_of(t) as usize;
+        }
         let mut shared: HashMap<String, TimerId> = HashMap::new();
         let mut next_id = 0usize;
         let mut absolute: HashSet<TimerId> = HashSet::new();
+        // rt-app looks resources up by (name, type): a mutex and a condition may share a name.
+        let mut resources: Vec<Resource> = Vec::new();
+        let mut by_name: HashMap<(String, u8), ResourceId> = HashMap::new();
+        let mut resource = |name: &str, kind: ResourceKind| -> ResourceId {
+            let tag = match kind {
+                ResourceKind::Mutex => 0,
+                ResourceKind::Cond => 1,
+                ResourceKind::Barrier { .. } => 2,
+                ResourceKind::Semaphore => 3,
+            };
+            *by_name.entry((name.to_string(), tag)).or_insert_with(|| {
+                resources.push(Resource {
+                    name: name.to_string(),
+                    kind,
+                });
+                ResourceId(resources.len() - 1)
+            })
+        };
         // Sized once (total ≤ MAX_THREADS): growing by doubling would hold three times the
         // threads at the moment of each copy.
         let mut threads = Vec::with_capacity(total as usize);
         let mut names: HashMap<String, String> = HashMap::with_capacity(total as usize);
+        let mut barrier_users: HashMap<ResourceId, u32> = HashMap::new();
+        // rt-app's thread index counts the threads created at the start, in file order.
+        let mut index = 0u32;
         for task in &tasks {
-            for i in 0..task.instances {
-                let name = if task.instances == 1 {
+            let forked = task.instances == 0;
+            for i in 0..specs_of(task) {
+                let name = if task.instances <= 1 {
                     task.name.clone()
                 } else {
                     format!("{}-{i}", task.name)
@@ -1199,6 +1538,63 @@ impl Parser<'_> {
                                     mode: TimerMode::Relative,
                                 }
                             }
+                            EventTemplate::Shared(se) => match se {
+                                SharedEvent::Lock(m) => Event::Lock {
+                                    mutex: resource(m, ResourceKind::Mutex),
+                                },
+                                SharedEvent::Unlock(m) => Event::Unlock {
+                                    mutex: resource(m, ResourceKind::Mutex),
+                                },
+                                SharedEvent::Wait { cond, mutex } => Event::Wait {
+                                    cond: resource(cond, ResourceKind::Cond),
+                                    mutex: resource(mutex, ResourceKind::Mutex),
+                                },
+                                SharedEvent::Sync { cond, mutex } => Event::SignalWait {
+                                    cond: resource(cond, ResourceKind::Cond),
+                                    mutex: resource(mutex, ResourceKind::Mutex),
+                                },
+                                SharedEvent::Signal(c) => Event::Signal {
+                                    cond: resource(c, ResourceKind::Cond),
+                                },
+                                SharedEvent::Broadcast(c) => Event::Broadcast {
+                                    cond: resource(c, ResourceKind::Cond),
+                                },
+                                SharedEvent::Barrier(b) => {
+                                    let id = resource(b, ResourceKind::Barrier { users: 0 });
+                                    // Every use by a thread that exists at the start counts,
+                                    // even two in one task (rt-app adds the task's instances
+                                    // per event).
+                                    if !forked {
+                                        *barrier_users.entry(id).or_default() += 1;
+                                    }
+                                    Event::Barrier { barrier: id }
+                                }
+                                SharedEvent::Suspend => Event::Suspend {
+                                    cond: resource(&task.name, ResourceKind::Cond),
+                                    mutex: resource(&task.name, ResourceKind::Mutex),
+                                },
+                                SharedEvent::Resume(t) => Event::Resume {
+                                    cond: resource(t, ResourceKind::Cond),
+                                    mutex: resource(t, ResourceKind::Mutex),
+                                },
+                                SharedEvent::SemPost(n) => Event::SemPost {
+                                    sem: resource(n, ResourceKind::Semaphore),
+                                },
+                                SharedEvent::SemWait(n) => Event::SemWait {
+                                    sem: resource(n, ResourceKind::Semaphore),
+                                },
+                                SharedEvent::Fork { task: t, path } => match first_spec.get(t.as_str()) {
+                                    Some(&thread) => Event::Fork { thread },
+                                    None => {
+                                        return Err(self.err(
+                                            path.as_str(),
+                                            format!(
+                                                "expected the name of a task of this file, found \"{t}\""
+                                            ),
+                                        ))
+                                    }
+                                },
+                            },
                         });
                     }
                     phases.push(Phase {
@@ -1208,10 +1604,17 @@ impl Parser<'_> {
                         policy: ph.policy,
                     });
                 }
-                let index = threads.len() as u32;
+                let thread_index = if forked {
+                    0
+                } else {
+                    index += 1;
+                    index - 1
+                };
                 threads.push(ThreadSpec {
-                    rtapp_name: Some(format!("{}-{index}", task.name)),
-                    index,
+                    // A forked thread's index and name are given when it is forked.
+                    rtapp_name: (!forked).then(|| format!("{}-{thread_index}", task.name)),
+                    index: thread_index,
+                    forked,
                     name,
                     policy: task.policy,
                     affinity: task.affinity.clone(),
@@ -1220,9 +1623,14 @@ impl Parser<'_> {
                     loops: task.loops,
                     cooperative: false,
                     job_deadline: None,
-                    ..Default::default()
+                    util_min: task.util_min,
+                    util_max: task.util_max,
+                    taskgroup: task.taskgroup.clone(),
                 });
             }
+        }
+        for (id, users) in barrier_users {
+            resources[id.0].kind = ResourceKind::Barrier { users };
         }
         // The mode is a property of the timer: one `"mode": "absolute"` makes it absolute for
         // every event that uses it (rt-app sets `relative = 0` on the shared resource).
@@ -1237,7 +1645,7 @@ impl Parser<'_> {
                 }
             }
         }
-        Ok(threads)
+        Ok((threads, resources))
     }
 }
 

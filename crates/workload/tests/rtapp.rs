@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use pacer_model::{Duration, Reservation};
 use pacer_workload::{
-    parse_rtapp, read_rtapp, Event, Phase, Policy, RtAppError, ThreadSpec, TimerId, TimerMode, Work, Workload,
+    parse_rtapp, parse_rtapp_with, read_rtapp, Event, FtraceCategories, Phase, Policy, ResourceId,
+    ResourceKind, RtAppError, RtAppOptions, ThreadSpec, TimerId, TimerMode, Work, Workload,
 };
 use proptest::prelude::*;
 
@@ -17,7 +18,17 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn load(name: &str) -> Workload {
-    read_rtapp(&fixture(name)).unwrap_or_else(|e| panic!("{e}"))
+    unnamed(read_rtapp(&fixture(name)).unwrap_or_else(|e| panic!("{e}")))
+}
+
+// rt-app's thread names and indices are checked by `rtapp_names_and_indices`; the other tests
+// compare models without them.
+fn unnamed(mut w: Workload) -> Workload {
+    for t in &mut w.threads {
+        t.rtapp_name = None;
+        t.index = 0;
+    }
+    w
 }
 
 fn us(n: u64) -> Duration {
@@ -36,6 +47,45 @@ fn sleep(n: u64) -> Event {
 
 fn runtime(n: u64) -> Event {
     Event::Runtime { duration: us(n) }
+}
+
+fn lock(m: usize) -> Event {
+    Event::Lock { mutex: ResourceId(m) }
+}
+
+fn unlock(m: usize) -> Event {
+    Event::Unlock { mutex: ResourceId(m) }
+}
+
+fn signal(c: usize) -> Event {
+    Event::Signal { cond: ResourceId(c) }
+}
+
+fn wait(c: usize, m: usize) -> Event {
+    Event::Wait {
+        cond: ResourceId(c),
+        mutex: ResourceId(m),
+    }
+}
+
+fn suspend(c: usize, m: usize) -> Event {
+    Event::Suspend {
+        cond: ResourceId(c),
+        mutex: ResourceId(m),
+    }
+}
+
+fn resume(c: usize, m: usize) -> Event {
+    Event::Resume {
+        cond: ResourceId(c),
+        mutex: ResourceId(m),
+    }
+}
+
+fn barrier(b: usize) -> Event {
+    Event::Barrier {
+        barrier: ResourceId(b),
+    }
 }
 
 fn timer(id: usize, period_us: u64, mode: TimerMode) -> Event {
@@ -63,7 +113,7 @@ fn thread(name: &str, policy: Policy, loops: Option<u64>, phases: Vec<Phase>) ->
 const OTHER: Policy = Policy::Other { nice: 0 };
 
 fn parse(json: &str) -> Workload {
-    parse_rtapp(json, "test.json").unwrap_or_else(|e| panic!("{e}"))
+    unnamed(parse_rtapp(json, "test.json").unwrap_or_else(|e| panic!("{e}")))
 }
 
 // The error's field path and message, failing the test on any other outcome.
@@ -107,19 +157,13 @@ fn tutorial_example1_run_sleep_forever() {
         )]
     );
     assert_eq!(w.duration, Some(Duration::from_secs(2)));
-    let paths: Vec<&str> = w.ignored.iter().map(|m| m.split(": ").next().unwrap()).collect();
-    assert_eq!(
-        paths,
-        [
-            "global.calibration",
-            "global.pi_enabled",
-            "global.lock_pages",
-            "global.logdir",
-            "global.log_basename",
-            "global.ftrace",
-            "global.gnuplot"
-        ]
-    );
+    // Every global setting is read, none ignored.
+    assert!(w.ignored.is_empty(), "{:?}", w.ignored);
+    let s = &w.settings;
+    assert_eq!((s.calibration_ns_per_loop, s.calibration_cpu), (None, 0));
+    assert!(!s.pi_enabled && !s.lock_pages && s.gnuplot);
+    assert_eq!((s.logdir.as_str(), s.log_basename.as_str()), ("./", "rt-app1"));
+    assert_eq!(s.ftrace, FtraceCategories::ALL);
 }
 
 #[test]
@@ -193,28 +237,45 @@ fn mp3_example_shared_timer_nice_values_and_skipped_events() {
         ],
     );
     tick.affinity = Some(vec![0]);
+    tick.phases[0].events.insert(0, resume(0, 1));
     let one = |name: &str, n, evs| thread(name, nice(n), None, vec![Phase::new(1, evs)]);
+    // Each of AudioOut's and mp3.decoder's two `run` keys is one json-c entry: the last value
+    // at the first place.
     assert_eq!(
         w.threads,
         vec![
             tick,
-            one("AudioOut", -19, vec![run(275), run(4725)]),
-            one("AudioTrack", -16, vec![run(300)]),
-            one("mp3.decoder", -2, vec![run(1000), run(150)]),
-            one("OMXCall", -2, vec![run(300)]),
+            one("AudioOut", -19, vec![run(4725), resume(2, 3), suspend(0, 1)]),
+            one("AudioTrack", -16, vec![suspend(2, 3), run(300), resume(4, 5)]),
+            one(
+                "mp3.decoder",
+                -2,
+                vec![suspend(4, 5), run(150), lock(6), signal(7), wait(7, 6), unlock(6)]
+            ),
+            one(
+                "OMXCall",
+                -2,
+                vec![lock(6), wait(7, 6), unlock(6), run(300), signal(7)]
+            ),
         ]
     );
-    for p in [
-        "tasks.AudioTick.phases.p1.resume",
-        "tasks.AudioOut.resume",
-        "tasks.AudioOut.suspend",
-        "tasks.mp3.decoder.lock",
-        "tasks.mp3.decoder.wait",
-        "tasks.OMXCall.signal",
-        "global.frag",
-    ] {
-        assert!(has_ignored(&w, p), "{p} not in {:?}", w.ignored);
-    }
+    // Resources by (name, kind), in file order: `resume AudioOut` names AudioOut's own.
+    let names: Vec<(&str, ResourceKind)> = w.resources.iter().map(|r| (r.name.as_str(), r.kind)).collect();
+    assert_eq!(
+        names,
+        [
+            ("AudioOut", ResourceKind::Cond),
+            ("AudioOut", ResourceKind::Mutex),
+            ("AudioTrack", ResourceKind::Cond),
+            ("AudioTrack", ResourceKind::Mutex),
+            ("mp3.decoder", ResourceKind::Cond),
+            ("mp3.decoder", ResourceKind::Mutex),
+            ("mutex", ResourceKind::Mutex),
+            ("queue", ResourceKind::Cond),
+        ]
+    );
+    assert!(has_ignored(&w, "tasks.AudioOut.run"), "{:?}", w.ignored);
+    assert!(has_ignored(&w, "global.frag"), "{:?}", w.ignored);
     assert_eq!(w.duration, Some(Duration::from_secs(6)));
 }
 
@@ -228,29 +289,32 @@ fn old_example2_run_prefixes_and_resources() {
                 "thread0",
                 OTHER,
                 None,
-                vec![Phase::new(1, vec![run(275), run(25), sleep(7700)])]
+                vec![Phase::new(
+                    1,
+                    vec![lock(0), run(275), unlock(0), run(25), sleep(7700)]
+                )]
             ),
             // `loop` in a thread without phases loops the (single) phase; the thread runs once.
             thread(
                 "thread1",
                 OTHER,
                 Some(1),
-                vec![Phase::new(100, vec![run(4000), run(1000), sleep(28000)])]
+                vec![Phase::new(
+                    100,
+                    vec![lock(0), run(4000), unlock(0), run(1000), sleep(28000)]
+                )]
             ),
         ]
     );
-    for p in [
-        "resources",
-        "tasks.thread0.lock",
-        "tasks.thread1.unlock",
-        "global.frag",
-    ] {
+    assert_eq!(w.resources.len(), 1);
+    assert_eq!(w.settings.calibration_cpu, 1);
+    for p in ["resources", "global.frag"] {
         assert!(has_ignored(&w, p), "{p} not in {:?}", w.ignored);
     }
 }
 
 #[test]
-fn tutorial_example5_repeated_keys_run_in_order() {
+fn tutorial_example5_repeated_keys_follow_json_c() {
     let w = load("tutorial_example5.json");
     let mut t0 = thread(
         "thread0",
@@ -261,9 +325,11 @@ fn tutorial_example5_repeated_keys_run_in_order() {
             Phase::new(
                 8,
                 vec![
-                    run(10000),
-                    run(10000),
+                    lock(0),
                     run(100000),
+                    signal(1),
+                    unlock(0),
+                    resume(2, 3),
                     timer(0, 200000, TimerMode::Relative),
                 ],
             ),
@@ -274,10 +340,17 @@ fn tutorial_example5_repeated_keys_run_in_order() {
         "thread1",
         Policy::Other { nice: -19 },
         Some(1),
-        vec![Phase::new(3, vec![run(10000), run(10000), run(10000)])],
+        vec![Phase::new(
+            3,
+            vec![lock(0), wait(1, 0), unlock(0), run(10000), suspend(2, 3)],
+        )],
     );
     t1.affinity = Some(vec![1]);
+    // The file says it is for workgen, which renames repeated keys; rt-app itself (json-c) keeps
+    // one entry per key, with its last value at its first place, and so does pacer, noting it.
     assert_eq!(w.threads, vec![t0, t1]);
+    assert!(has_ignored(&w, "tasks.thread0.phases.p1.run"), "{:?}", w.ignored);
+    assert!(has_ignored(&w, "tasks.thread1.suspend"), "{:?}", w.ignored);
 }
 
 #[test]
@@ -288,16 +361,33 @@ fn tutorial_example7_runtime_is_not_run() {
         vec![
             runtime(1000),
             sleep(2000),
+            barrier(0),
             runtime(2000),
+            barrier(1),
             runtime(1000),
-            sleep(2000)
+            sleep(2000),
+            barrier(2)
         ]
     );
     assert_eq!(
         w.threads[1].phases[0].events,
-        vec![runtime(2000), runtime(1000), sleep(2000), runtime(2000)]
+        vec![
+            runtime(2000),
+            barrier(0),
+            runtime(1000),
+            sleep(2000),
+            barrier(1),
+            runtime(2000),
+            barrier(2)
+        ]
     );
-    assert!(has_ignored(&w, "tasks.task0.barrier2"));
+    // Two users of each barrier (one event in each of two single-instance tasks).
+    assert!(w
+        .resources
+        .iter()
+        .all(|r| r.kind == ResourceKind::Barrier { users: 2 }));
+    let f = w.settings.ftrace;
+    assert!(f.main && f.task && f.loops && f.event && !f.stats);
     assert_eq!(w.duration, Some(Duration::from_secs(5)));
 }
 
@@ -486,43 +576,180 @@ fn forever_loops() {
 
 #[test]
 fn ignored_keys_are_listed_with_their_path() {
-    let w = parse(
-        r#"{"resources":{},"extra":1,"global":{"calibration":100,"spacing":2},
-            "tasks":{"t":{"taskgroup":"/a","util_min":10,"colour":"red","run":1,"lock":"m",
-                          "wait":{"ref":"c","mutex":"m"},"fork":"t","mem":10,"iorun":10,
+    let text = r#"{"resources":{},"extra":1,"global":{"calibration":100,"spacing":2},
+            "tasks":{"t":{"taskgroup":"/a","util_min":10,"colour":"red","run":1,"nodes_membind":[0],
                           "timer":{"ref":"x","period":0}},
-                     "p":{"run":5,"phases":{"a":{"util_max":5,"instance":3,"run":1,"barrier":"b"}}}}}"#,
-    );
+                     "p":{"run":5,"phases":{"a":{"util_max":5,"instance":3,"run":1,"memrun":{}}}}}}"#;
+    // Strict by default: what would change the workload's meaning is refused, all of it named.
+    let e = parse_rtapp(text, "t.json").unwrap_err().to_string();
+    for p in [
+        "tasks.t.nodes_membind",
+        "tasks.p.phases.a.util_max",
+        "tasks.p.phases.a.memrun",
+    ] {
+        assert!(e.contains(p), "{p} not in {e}");
+    }
+    let w = unnamed(parse_rtapp_with(text, "t.json", &RtAppOptions { lenient: true }).unwrap());
     for p in [
         "resources",
         "extra",
-        "global.calibration",
         "global.spacing",
-        "tasks.t.taskgroup",
-        "tasks.t.util_min",
         "tasks.t.colour",
-        "tasks.t.lock",
-        "tasks.t.wait",
-        "tasks.t.fork",
-        "tasks.t.mem",
-        "tasks.t.iorun",
         "tasks.t.timer.period",
         "tasks.p.run",
-        "tasks.p.phases.a.util_max",
         "tasks.p.phases.a.instance",
-        "tasks.p.phases.a.barrier",
+        // Skipped only because --lenient says so.
+        "tasks.t.nodes_membind",
+        "tasks.p.phases.a.util_max",
+        "tasks.p.phases.a.memrun",
     ] {
         assert!(has_ignored(&w, p), "{p} not in {:#?}", w.ignored);
     }
-    assert_eq!(w.threads[0].phases[0].events, vec![run(1)]);
+    assert_eq!(w.settings.calibration_ns_per_loop, Some(100));
+    let t = &w.threads[0];
+    assert_eq!(
+        (t.taskgroup.as_deref(), t.util_min, t.util_max),
+        (Some("/a"), Some(10), None)
+    );
+    assert_eq!(t.phases[0].events, vec![run(1)]);
     assert_eq!(w.threads[1].phases[0].events, vec![run(1)]);
 }
 
 #[test]
-fn repeated_property_keys_keep_the_first() {
-    let w = parse(r#"{"tasks":{"t":{"loop":2,"loop":5,"run":1,"run":2}}}"#);
-    assert_eq!(w.threads[0].phases, vec![Phase::new(2, vec![run(1), run(2)])]);
+fn sync_memory_io_and_fork_events() {
+    let w = parse(
+        r#"{"global":{"pi_enabled":true,"io_device":"/tmp/x","mem_buffer_size":64},
+            "tasks":{
+              "a":{"instance":2,"lock":"m","sync":{"ref":"c","mutex":"m"},"unlock":"m",
+                   "barrier":"b","sem_post":"s","mem":100,"iorun":200,"fork":"w","broad":"c"},
+              "b":{"sem_wait":"s","wait":{},"barrier":"b","barrier1":"b","resume":"a"},
+              "w":{"instance":0,"run":10,"yield":""}}}"#,
+    );
+    assert_eq!(w.threads.len(), 4);
+    let r = |name: &str, kind| {
+        w.resources
+            .iter()
+            .position(|x| x.name == name && x.kind == kind)
+            .map(ResourceId)
+            .unwrap_or_else(|| panic!("no {name} {kind:?} in {:?}", w.resources))
+    };
+    let (m, c, s) = (
+        r("m", ResourceKind::Mutex),
+        r("c", ResourceKind::Cond),
+        r("s", ResourceKind::Semaphore),
+    );
+    // Two instances of `a` and two uses in `b`: four users of `b`.
+    let b = r("b", ResourceKind::Barrier { users: 4 });
+    assert_eq!(
+        w.threads[0].phases[0].events,
+        vec![
+            Event::Lock { mutex: m },
+            Event::SignalWait { cond: c, mutex: m },
+            Event::Unlock { mutex: m },
+            Event::Barrier { barrier: b },
+            Event::SemPost { sem: s },
+            Event::Mem { bytes: 100 },
+            Event::IoRun { bytes: 200 },
+            Event::Fork { thread: 3 },
+            Event::Broadcast { cond: c },
+        ]
+    );
+    // `wait` without names uses rt-app's "unknown" condition and mutex; `resume a` names a's.
+    assert_eq!(
+        w.threads[2].phases[0].events,
+        vec![
+            Event::SemWait { sem: s },
+            Event::Wait {
+                cond: r("unknown", ResourceKind::Cond),
+                mutex: r("unknown", ResourceKind::Mutex)
+            },
+            Event::Barrier { barrier: b },
+            Event::Barrier { barrier: b },
+            Event::Resume {
+                cond: r("a", ResourceKind::Cond),
+                mutex: r("a", ResourceKind::Mutex)
+            },
+        ]
+    );
+    assert!(w.threads[3].forked && !w.threads[0].forked);
+    assert!(w.settings.pi_enabled);
+    assert_eq!(
+        (w.settings.io_device.as_str(), w.settings.mem_buffer_size),
+        ("/tmp/x", 64)
+    );
+}
+
+#[test]
+fn rtapp_names_and_indices() {
+    let w = parse_rtapp(
+        r#"{"tasks":{"pair":{"instance":2,"run":1},"w":{"instance":0,"run":1},"solo":{"run":1}}}"#,
+        "t.json",
+    )
+    .unwrap();
+    let got: Vec<(&str, Option<&str>, u32, bool)> = w
+        .threads
+        .iter()
+        .map(|t| (t.name.as_str(), t.rtapp_name.as_deref(), t.index, t.forked))
+        .collect();
+    // rt-app numbers the threads it creates at the start in file order (`<task>-<index>`); a
+    // forked thread gets its index and name when forked.
+    assert_eq!(
+        got,
+        [
+            ("pair-0", Some("pair-0"), 0, false),
+            ("pair-1", Some("pair-1"), 1, false),
+            ("w", None, 0, true),
+            ("solo", Some("solo-2"), 2, false),
+        ]
+    );
+}
+
+#[test]
+fn global_settings_are_checked() {
+    for (json, field) in [
+        (
+            r#"{"global":{"calibration":0},"tasks":{"t":{"run":1}}}"#,
+            "global.calibration",
+        ),
+        (
+            r#"{"global":{"calibration":"GPU0"},"tasks":{"t":{"run":1}}}"#,
+            "global.calibration",
+        ),
+        (
+            r#"{"global":{"ftrace":"main,bogus"},"tasks":{"t":{"run":1}}}"#,
+            "global.ftrace",
+        ),
+        (
+            r#"{"global":{"pi_enabled":1},"tasks":{"t":{"run":1}}}"#,
+            "global.pi_enabled",
+        ),
+        (
+            r#"{"global":{"log_size":-1},"tasks":{"t":{"run":1}}}"#,
+            "global.log_size",
+        ),
+        (
+            r#"{"global":{"mem_buffer_size":0},"tasks":{"t":{"run":1}}}"#,
+            "global.mem_buffer_size",
+        ),
+        (r#"{"tasks":{"t":{"lock":1}}}"#, "tasks.t.lock"),
+        (r#"{"tasks":{"t":{"mem":-1}}}"#, "tasks.t.mem"),
+        (r#"{"tasks":{"t":{"util_min":2000,"run":1}}}"#, "tasks.t.util_min"),
+    ] {
+        assert_eq!(field_err(json).0, field, "{json}");
+    }
+    let w = parse(r#"{"global":{"log_size":"disable","ftrace":"none"},"tasks":{"t":{"run":1}}}"#);
+    assert_eq!(w.settings.log_size, Some(0));
+    assert!(!w.settings.ftrace.any());
+    let w = parse(r#"{"global":{"log_size":2},"tasks":{"t":{"run":1}}}"#);
+    assert_eq!(w.settings.log_size, Some(2 << 20));
+}
+
+#[test]
+fn repeated_keys_keep_the_last_value_at_the_first_place() {
+    let w = parse(r#"{"tasks":{"t":{"loop":2,"run":1,"sleep":3,"loop":5,"run":2}}}"#);
+    assert_eq!(w.threads[0].phases, vec![Phase::new(5, vec![run(2), sleep(3)])]);
     assert!(has_ignored(&w, "tasks.t.loop"));
+    assert!(has_ignored(&w, "tasks.t.run"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -576,9 +803,11 @@ fn structural_errors() {
         field_err(r#"{"tasks":{"t":{"phases":{"p":1}}}}"#).0,
         "tasks.t.phases.p"
     );
-    let (f, m) = field_err(r#"{"tasks":{"t":{"run":1},"t":{"run":2}}}"#);
-    assert_eq!(f, "tasks.t");
-    assert!(m.contains("unique"), "{m}");
+    // A repeated task name is one json-c entry, the last.
+    let w = parse(r#"{"tasks":{"t":{"run":1},"t":{"run":2}}}"#);
+    assert_eq!(w.threads.len(), 1);
+    assert_eq!(w.threads[0].phases[0].events, vec![run(2)]);
+    assert!(has_ignored(&w, "tasks.t"));
     let (f, m) = field_err(r#"{"tasks":{"a":{"instance":2,"run":1},"a-1":{"run":1}}}"#);
     assert_eq!(f, "tasks.a-1");
     assert!(m.contains("a-1"), "{m}");
@@ -696,9 +925,9 @@ fn threads_without_events() {
     let (f, m) = field_err(r#"{"tasks":{"t":{"loop":3}}}"#);
     assert_eq!(f, "tasks.t");
     assert!(m.contains("at least one event"), "{m}");
-    let (f, m) = field_err(r#"{"tasks":{"t":{"suspend":"t","lock":"m"}}}"#);
-    assert_eq!(f, "tasks.t");
-    assert!(m.contains("no event pacer can run"), "{m}");
+    let (f, m) = field_err(r#"{"tasks":{"t":{"run":1,"memrun":{"type":"read"}}}}"#);
+    assert_eq!(f, "tasks.t.memrun");
+    assert!(m.contains("memrun") && m.contains("--lenient"), "{m}");
     assert_eq!(
         field_err(r#"{"tasks":{"t":{"phases":{"p":{"loop":2}}}}}"#).0,
         "tasks.t.phases.p"
@@ -708,7 +937,6 @@ fn threads_without_events() {
 #[test]
 fn bad_counts_and_cpus() {
     for (json, field) in [
-        (r#"{"tasks":{"t":{"instance":0,"run":1}}}"#, "tasks.t.instance"),
         (r#"{"tasks":{"t":{"instance":-1,"run":1}}}"#, "tasks.t.instance"),
         (
             r#"{"tasks":{"t":{"instance":1000000,"run":1}}}"#,
@@ -730,8 +958,8 @@ fn bad_counts_and_cpus() {
     ] {
         assert_eq!(field_err(json).0, field, "{json}");
     }
-    let (_, m) = field_err(r#"{"tasks":{"t":{"instance":0,"run":1}}}"#);
-    assert!(m.contains("≥ 1") && m.contains("fork"), "{m}");
+    let (_, m) = field_err(r#"{"tasks":{"t":{"fork":"nobody","run":1}}}"#);
+    assert!(m.contains("nobody"), "{m}");
 }
 
 #[test]
