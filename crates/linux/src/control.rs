@@ -150,6 +150,10 @@ pub fn takeable(tid: Tid, name: &str, names: &[String]) -> Result<ThreadSched, S
     let state = ThreadSched::read(tid).map_err(|e| format!("cannot read its scheduling state: {e}"))?;
     match state.policy() {
         Ok(Policy::Other { .. } | Policy::Idle) => {}
+        // Someone chose batch treatment on purpose, and a reservation is not a replacement.
+        Ok(Policy::Batch { .. }) => {
+            return Err("under SCHED_BATCH: not a policy pacer replaces".to_string());
+        }
         Ok(other) => return Err(format!("already {}: left alone", policy_name(&other))),
         Err(_) => {
             return Err(format!(
@@ -661,6 +665,7 @@ pub fn describe_attr(a: &SchedAttr) -> String {
         Ok(Policy::Rr { priority }) => format!("SCHED_RR {priority}"),
         Ok(Policy::Other { nice }) => format!("SCHED_OTHER (nice {nice})"),
         Ok(Policy::Idle) => "SCHED_IDLE".into(),
+        Ok(Policy::Batch { nice }) => format!("SCHED_BATCH (nice {nice})"),
         Ok(Policy::Deadline(r)) => format!(
             "SCHED_DEADLINE {}/{}/{}",
             r.runtime.approx(),
@@ -696,6 +701,7 @@ pub fn policy_name(p: &Policy) -> &'static str {
     match p {
         Policy::Other { .. } => "SCHED_OTHER",
         Policy::Idle => "SCHED_IDLE",
+        Policy::Batch { .. } => "SCHED_BATCH",
         Policy::Fifo { .. } => "SCHED_FIFO",
         Policy::Rr { .. } => "SCHED_RR",
         Policy::Deadline(_) => "SCHED_DEADLINE",

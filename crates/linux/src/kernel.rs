@@ -238,7 +238,8 @@ impl Kernel for LinuxKernel {
                 // Leaving a reservation is giving the thread back (the controllers set nothing
                 // else): to its original, every field, even when the controller saved its
                 // policy before the thread set its own at its start (changed_before_applied).
-                let fair = |x: &Policy| matches!(x, Policy::Other { .. } | Policy::Idle);
+                let fair =
+                    |x: &Policy| matches!(x, Policy::Other { .. } | Policy::Idle | Policy::Batch { .. });
                 if orig.policy().is_ok_and(|o| o == p || (fair(&o) && fair(&p))) {
                     // Back to what it had: every field, not just the policy.
                     sched::restore(t, orig).map_err(KernelError::from)?;

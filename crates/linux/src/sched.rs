@@ -188,6 +188,10 @@ impl SchedAttr {
                 a.sched_nice = nice;
             }
             Policy::Idle => a.sched_policy = SCHED_IDLE,
+            Policy::Batch { nice } => {
+                a.sched_policy = SCHED_BATCH;
+                a.sched_nice = nice;
+            }
             Policy::Fifo { priority } => {
                 a.sched_policy = SCHED_FIFO;
                 a.sched_priority = u32::from(priority);
@@ -216,7 +220,7 @@ impl SchedAttr {
     }
 
     /// The pacer [`Policy`] this attribute describes; [`LinuxError::UnknownPolicy`] for
-    /// policies pacer does not model (SCHED_BATCH, future ones). Priorities above 255 (which the
+    /// policies pacer does not model (SCHED_EXT, future ones). Priorities above 255 (which the
     /// kernel never reports) are an error rather than silently truncated.
     pub fn to_policy(&self) -> Result<Policy, LinuxError> {
         let prio = || {
@@ -229,6 +233,9 @@ impl SchedAttr {
                 nice: self.sched_nice,
             },
             SCHED_IDLE => Policy::Idle,
+            SCHED_BATCH => Policy::Batch {
+                nice: self.sched_nice,
+            },
             SCHED_FIFO => Policy::Fifo { priority: prio()? },
             SCHED_RR => Policy::Rr { priority: prio()? },
             SCHED_DEADLINE => Policy::Deadline(Reservation {
@@ -666,7 +673,7 @@ mod tests {
     fn unrepresentable_attrs_are_errors_not_panics() {
         let mut a = SchedAttr::new();
         a.sched_policy = SCHED_BATCH;
-        assert!(matches!(a.to_policy(), Err(LinuxError::UnknownPolicy(3))));
+        assert_eq!(a.to_policy().unwrap(), Policy::Batch { nice: 0 });
         a.sched_policy = 42;
         assert!(matches!(a.to_policy(), Err(LinuxError::UnknownPolicy(42))));
         a.sched_policy = SCHED_FIFO;

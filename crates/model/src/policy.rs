@@ -28,6 +28,9 @@ pub enum Policy {
     /// SCHED_IDLE: runs only when nothing else in the fair class wants the CPU (no priority).
     /// rt-app accepts it by name (`string_to_policy()` in rt-app_utils.c).
     Idle,
+    /// SCHED_BATCH: the fair class with a nice value, but a waking thread never preempts
+    /// (`check_preempt_wakeup_fair()`); for CPU-bound batch work.
+    Batch { nice: i32 },
     /// SCHED_FIFO, priority 1..=99 (higher runs first).
     Fifo { priority: u8 },
     /// SCHED_RR, priority 1..=99, round-robin among equal priorities.

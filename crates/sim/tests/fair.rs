@@ -382,3 +382,37 @@ fn admission_is_per_root_domain() {
     // The other domain still has its own 0.9.
     k.set_policy(2, half).unwrap();
 }
+
+/// SCHED_BATCH (`check_preempt_wakeup_fair()`: "batch and idle tasks do not preempt non-idle
+/// tasks"): a periodic thread waking beside a hog starts at once under SCHED_OTHER, which
+/// preempts the hog (its lag is positive after a sleep), and only at a tick or slice end under
+/// SCHED_BATCH.
+#[test]
+fn a_waking_batch_thread_does_not_preempt() {
+    let start_delays = |policy: Policy| {
+        let threads = vec![
+            hog("hog", other(0)),
+            periodic("p", policy, 0, run(1), 20 * MS, 10 * MS + 500 * US),
+        ];
+        let s = simulate(threads, cfg(None), 400 * MS);
+        let d: Vec<u64> = s
+            .jobs
+            .iter()
+            .filter(|j| j.thread == 1)
+            .map(|j| j.start - j.release)
+            .collect();
+        assert!(d.len() >= 15, "{d:?}");
+        d
+    };
+    let other_d = start_delays(other(0));
+    let batch_d = start_delays(Policy::Batch { nice: 0 });
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    // SCHED_OTHER wakes onto the CPU at once; SCHED_BATCH waits for the next tick, where the
+    // hog's used-up slice is noticed (ticks every 4 ms from 0; releases at 10.5 + 20k ms, so
+    // the tick at 12 + 20k ms: 1.5 ms).
+    assert_eq!(median(other_d), 0);
+    assert_eq!(median(batch_d), 1500 * US);
+}

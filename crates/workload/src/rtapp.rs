@@ -145,7 +145,7 @@ const MAX_EVENTS: u64 = 1 << 16;
 // rt-app reads integers with json_object_get_int(), which saturates at 32 bits.
 const RTAPP_INT_MAX: i128 = i32::MAX as i128;
 
-const POLICY_NAMES: &str = "SCHED_OTHER, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCHED_DEADLINE";
+const POLICY_NAMES: &str = "SCHED_OTHER, SCHED_BATCH, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCHED_DEADLINE";
 
 // rt-app's event table (`events[]` in rt-app_parse_config.c), in its matching order: a key is an
 // event when it starts with one of these. `runtime` precedes `run` so `runtime2` is not a `run`.
@@ -395,6 +395,7 @@ fn position(text: &str, byte: usize) -> (usize, usize) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PolicyKind {
     Other,
+    Batch,
     Idle,
     Fifo,
     Rr,
@@ -405,6 +406,7 @@ fn policy_kind(name: &str) -> Option<PolicyKind> {
     // rt-app compares with strcmp(): exact, case-sensitive names.
     match name {
         "SCHED_OTHER" => Some(PolicyKind::Other),
+        "SCHED_BATCH" => Some(PolicyKind::Batch),
         "SCHED_IDLE" => Some(PolicyKind::Idle),
         "SCHED_FIFO" => Some(PolicyKind::Fifo),
         "SCHED_RR" => Some(PolicyKind::Rr),
@@ -416,6 +418,7 @@ fn policy_kind(name: &str) -> Option<PolicyKind> {
 fn kind_of(p: &Policy) -> PolicyKind {
     match p {
         Policy::Other { .. } => PolicyKind::Other,
+        Policy::Batch { .. } => PolicyKind::Batch,
         Policy::Idle => PolicyKind::Idle,
         Policy::Fifo { .. } => PolicyKind::Fifo,
         Policy::Rr { .. } => PolicyKind::Rr,
@@ -1118,16 +1121,20 @@ impl Parser<'_> {
             }
         };
         match kind {
-            PolicyKind::Other => {
-                // For SCHED_OTHER rt-app's priority is the nice value (default 0), and it refuses
-                // values outside -20..=19 (__set_thread_nice()).
-                let what = "a nice value in -20..=19 (SCHED_OTHER priority)";
+            PolicyKind::Other | PolicyKind::Batch => {
+                // For SCHED_OTHER and SCHED_BATCH rt-app's priority is the nice value (default 0),
+                // and it refuses values outside -20..=19 (__set_thread_nice()).
+                let what = "a nice value in -20..=19 (SCHED_OTHER/SCHED_BATCH priority)";
                 let nice = match read(self, what)? {
                     None => 0,
                     Some((n, _)) if (-20..=19).contains(&n) => n,
                     Some((n, path)) => return Err(self.err(path, format!("expected {what}, found {n}"))),
-                };
-                Ok(Policy::Other { nice: nice as i32 })
+                } as i32;
+                Ok(if kind == PolicyKind::Batch {
+                    Policy::Batch { nice }
+                } else {
+                    Policy::Other { nice }
+                })
             }
             PolicyKind::Idle => {
                 if let Some((_, path)) = priority {

@@ -705,6 +705,14 @@ fn rtapp_names_and_indices() {
 }
 
 #[test]
+fn sched_batch_takes_a_nice_value() {
+    let w = parse(r#"{"tasks":{"b":{"policy":"SCHED_BATCH","priority":5,"run":1}}}"#);
+    assert_eq!(w.threads[0].policy, Policy::Batch { nice: 5 });
+    let (f, _) = field_err(r#"{"tasks":{"b":{"policy":"SCHED_BATCH","priority":30,"run":1}}}"#);
+    assert_eq!(f, "tasks.b.priority");
+}
+
+#[test]
 fn global_settings_are_checked() {
     for (json, field) in [
         (
@@ -844,7 +852,7 @@ fn bad_durations() {
 
 #[test]
 fn bad_policies_and_priorities() {
-    let (f, m) = field_err(r#"{"tasks":{"t":{"policy":"SCHED_BATCH","run":1}}}"#);
+    let (f, m) = field_err(r#"{"tasks":{"t":{"policy":"SCHED_EXT","run":1}}}"#);
     assert_eq!(f, "tasks.t.policy");
     assert!(m.contains("SCHED_BATCH") && m.contains("SCHED_FIFO"), "{m}");
     assert_eq!(

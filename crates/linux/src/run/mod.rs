@@ -232,6 +232,7 @@ pub fn describe_policy(p: &Policy) -> String {
     match p {
         Policy::Other { nice } => format!("SCHED_OTHER nice {nice}"),
         Policy::Idle => "SCHED_IDLE".into(),
+        Policy::Batch { nice } => format!("SCHED_BATCH nice {nice}"),
         Policy::Fifo { priority } => format!("SCHED_FIFO priority {priority}"),
         Policy::Rr { priority } => format!("SCHED_RR priority {priority}"),
         Policy::Deadline(r) => format!(

@@ -390,7 +390,13 @@ fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], 
 /// thread leaks its bandwidth on Linux 6.18 (docs/linux.md).
 fn demote(result: &mut ThreadResult) {
     match sched::get_policy(0) {
-        Ok(Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline(_) | Policy::Idle) => {
+        Ok(
+            Policy::Fifo { .. }
+            | Policy::Rr { .. }
+            | Policy::Deadline(_)
+            | Policy::Idle
+            | Policy::Batch { .. },
+        ) => {
             if let Err(e) = sched::set_policy(0, Policy::Other { nice: 0 }, false) {
                 result.demote_error = Some(e.to_string());
             }

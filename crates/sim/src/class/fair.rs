@@ -202,6 +202,8 @@ pub(crate) struct FairEntity {
     pub boost: Option<u64>,
     /// SCHED_IDLE.
     pub idle_policy: bool,
+    /// SCHED_BATCH.
+    pub batch_policy: bool,
 }
 
 impl FairEntity {
@@ -220,6 +222,7 @@ impl FairEntity {
             place: Place::Initial,
             boost: None,
             idle_policy: weight == WEIGHT_IDLEPRIO,
+            batch_policy: false,
         }
     }
 
@@ -854,7 +857,9 @@ impl FairRq {
         if c.idle_policy && !w.idle_policy {
             return true;
         }
-        if w.idle_policy || c.idle_policy != w.idle_policy {
+        // "Batch and idle tasks do not preempt non-idle tasks (their preemption is driven by
+        // the tick)."
+        if w.idle_policy || w.batch_policy || c.idle_policy != w.idle_policy {
             return false;
         }
         match self.p.model {

@@ -166,6 +166,12 @@ impl Entity {
             Policy::Other { nice } => Entity::Fair(FairEntity::new(fair::weight_of_nice(nice), fair)),
             // SCHED_IDLE: the fair class with the kernel's WEIGHT_IDLEPRIO.
             Policy::Idle => Entity::Fair(FairEntity::new(fair::WEIGHT_IDLEPRIO, fair)),
+            // SCHED_BATCH: a nice weight, and it never preempts on wake-up.
+            Policy::Batch { nice } => {
+                let mut e = FairEntity::new(fair::weight_of_nice(nice), fair);
+                e.batch_policy = true;
+                Entity::Fair(e)
+            }
         })
     }
 
