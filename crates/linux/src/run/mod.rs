@@ -18,7 +18,7 @@
 //!    policy (SCHED_DEADLINE with RESET_ON_FORK) and reports; if any fails (EPERM, EBUSY, EINVAL)
 //!    the others are released without running and the run fails with that thread's error;
 //! 4. all threads start from a common origin (time 0 of every record); the calling thread
-//!    becomes the writer: every 10 ms it drains the bounded lock-free queue the timed threads
+//!    becomes the writer: every 10 to 50 ms (`next_poll`) it drains the bounded lock-free queue the timed threads
 //!    push their records into (pushing never blocks and never wakes the writer, see `thread.rs`)
 //!    and passes them to the caller's [`Sink`] (CSV, summary, rt-app logs). For the run, the
 //!    writer moves to the CPUs no timed thread may use, when there are some, so that its work
@@ -62,8 +62,9 @@ use crate::signals::{SignalFd, TERMINATING};
 /// asleep waiting for it (their first release is then a real timer wake-up like the others).
 const START_LEAD_NS: u64 = 10_000_000;
 /// How often the writer wakes up to drain the queue and check signals, the clock and ended
-/// threads.
+/// threads, at most; and at least ([`next_poll`]).
 const POLL_NS: u64 = 10_000_000;
+const POLL_MAX_NS: u64 = 50_000_000;
 /// How often the writer reports progress.
 const PROGRESS_NS: u64 = 100_000_000;
 
@@ -80,8 +81,9 @@ pub struct RunConfig {
     /// `mlockall` for the run (rt-app's `lock_pages`); a failure is a warning, not an error.
     pub lock_memory: bool,
     /// Records (jobs and log rows) the queue to the writer holds; a full queue drops records,
-    /// which the report counts. The writer drains it every 10 ms, so this bounds the rate of
-    /// records a run can report without loss (16 384 per 10 ms by default).
+    /// which the report counts. The writer drains it every 10 to 50 ms, sooner the faster records
+    /// come, so this bounds the rate of records a run can report without loss (16 384 per 10 ms
+    /// by default, and per 50 ms for a burst after a quiet stretch).
     pub channel_capacity: usize,
     /// Where log rows wait (`None`: the workload's `log_size`, [`LogMode::from_log_size`]).
     pub logs: Option<LogMode>,
@@ -578,11 +580,23 @@ fn execute(
             shared.stop.store(true, Ordering::Relaxed);
         }
     };
+    let mut poll = POLL_NS;
     loop {
         // The timed threads never wake the writer: it wakes on its own, drains what they queued
         // meanwhile and checks the signals and the clock.
-        std::thread::sleep(std::time::Duration::from_nanos(POLL_NS));
-        let drained = outbox.drain(|m| deliver(m, &mut *sink, &mut sink_error, &mut jobs));
+        let slept_from = sys::now_ns();
+        let until_horizon = horizon.map_or(u64::MAX, |h| h.saturating_sub(slept_from).max(1));
+        std::thread::sleep(std::time::Duration::from_nanos(poll.min(until_horizon)));
+        let mut count = 0u64;
+        let drained = outbox.drain(|m| {
+            count += 1;
+            deliver(m, &mut *sink, &mut sink_error, &mut jobs)
+        });
+        poll = next_poll(
+            cfg.channel_capacity,
+            count,
+            sys::now_ns().saturating_sub(slept_from),
+        );
         if drained == Drained::Disconnected {
             // Every timed thread has ended and everything they queued has been handled.
             break;
@@ -715,6 +729,21 @@ fn execute(
     Ok((report, error))
 }
 
+/// How long the writer sleeps before its next drain, having just drained `drained` records
+/// queued over `slept_ns`: as long as possible, since every wake-up of the writer may take a CPU
+/// from a timed thread, but short enough that at that rate the queue of `capacity` would fill to
+/// a quarter at most; between [`POLL_NS`] and [`POLL_MAX_NS`], so that the 100 ms progress
+/// reports keep their pace and a burst after a quiet stretch has room for 50 ms of up to
+/// `capacity` records.
+fn next_poll(capacity: usize, drained: u64, slept_ns: u64) -> u64 {
+    if drained == 0 {
+        return POLL_MAX_NS;
+    }
+    let quarter = (capacity as u128 / 4).max(1);
+    let ns = quarter * u128::from(slept_ns.max(1)) / u128::from(drained);
+    u64::try_from(ns).unwrap_or(u64::MAX).clamp(POLL_NS, POLL_MAX_NS)
+}
+
 /// The CPUs of this process that no timed thread may ever use, if there are some: the writer's
 /// place during the run. A thread runs each pass of a phase on the phase's `cpus`, else its own,
 /// else all of `allowed` (`set_up` and `begin_pass` in thread.rs); every phase that has passes
@@ -841,6 +870,20 @@ mod tests {
 
     fn workload(json: &str) -> Workload {
         parse_rtapp(json, "test.json").expect("test workload parses")
+    }
+
+    #[test]
+    fn the_writer_sleeps_as_long_as_the_queue_allows() {
+        // Nothing queued: the longest sleep.
+        assert_eq!(next_poll(16 * 1024, 0, POLL_NS), POLL_MAX_NS);
+        // 100 records in 10 ms: a quarter of 16 384 takes 410 ms at that rate, more than the most.
+        assert_eq!(next_poll(16 * 1024, 100, POLL_NS), POLL_MAX_NS);
+        // 4096 records in 50 ms fill a quarter in 50 ms; twice as fast, in 25 ms.
+        assert_eq!(next_poll(16 * 1024, 4096, 50_000_000), 50_000_000);
+        assert_eq!(next_poll(16 * 1024, 8192, 50_000_000), 25_000_000);
+        // Faster still: never below the shortest sleep.
+        assert_eq!(next_poll(16 * 1024, 1_000_000, 10_000_000), POLL_NS);
+        assert_eq!(next_poll(1, 1, 1), POLL_NS);
     }
 
     #[test]

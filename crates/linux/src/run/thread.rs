@@ -21,7 +21,7 @@
 //! are a phase that changes the thread's policy away from SCHED_DEADLINE (the kernel's period
 //! limit is read from /proc once per change) and error paths.
 //!
-//! Sending wakes nobody: the writer polls the queue every 10 ms. With a channel that wakes its
+//! Sending wakes nobody: the writer polls the queue every 10 to 50 ms. With a channel that wakes its
 //! receiver on every send (`std::sync::mpsc`, a futex wake), the kernel woke the writer onto the
 //! sender's CPU whenever the other CPUs were busy, where it preempted the sender after the job it
 //! had just measured, or during the next one: a disturbance of exactly what the executor
