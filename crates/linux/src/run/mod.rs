@@ -1026,6 +1026,37 @@ mod tests {
     }
 
     #[test]
+    fn log_rows_stream_stay_in_a_ring_until_the_end_or_are_off() {
+        let _g = sys::tests::KICK.lock().unwrap_or_else(|p| p.into_inner());
+        // 5 passes (no timer: 5 jobs), rt-app index 0.
+        let w = workload(r#"{ "tasks": { "t": { "loop": 5, "run": 100, "sleep": 200 } } }"#);
+        let with = |logs: LogMode| {
+            let mut sink = Collect::default();
+            let cfg = RunConfig {
+                logs: Some(logs),
+                ..quick()
+            };
+            let report = run(&w, &cfg, &mut sink).expect("the run succeeds");
+            assert_eq!(report.jobs, 5, "one job per pass, none after the last");
+            sink.logs
+        };
+        let streamed = with(LogMode::Stream);
+        assert_eq!(streamed.len(), 5);
+        assert!(streamed.iter().all(|(t, r)| *t == 0 && r.idx == 0));
+        // A ring of 3 keeps the last 3 passes, in order.
+        let kept = with(LogMode::Buffer { rows: 3 });
+        assert_eq!(kept.len(), 3);
+        assert!(kept.windows(2).all(|p| p[0].1.start < p[1].1.start));
+        assert!(with(LogMode::Off).is_empty());
+        // The workload's `log_size` decides when the configuration does not.
+        let mut w2 = w.clone();
+        w2.settings.log_size = Some(0);
+        let mut sink = Collect::default();
+        run(&w2, &quick(), &mut sink).expect("the run succeeds");
+        assert!(sink.logs.is_empty());
+    }
+
+    #[test]
     fn the_writer_gets_its_affinity_back_when_the_run_fails() {
         let _g = sys::tests::KICK.lock().unwrap_or_else(|p| p.into_inner());
         let before = sched::get_affinity(0).unwrap();
