@@ -26,7 +26,7 @@ sudo pacer run examples/rtapp-periodic.json --duration 5s\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv --log-dir logs/\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
 pacer compare sim.csv run.csv                     # the simulator against the kernel\n\n\
-Each thread of the file becomes an OS thread (named after it) that sets its own policy\n\
+Each thread of the file becomes an OS thread (named `<task>-<index>`) that sets its own policy\n\
 (SCHED_DEADLINE with RESET_ON_FORK, SCHED_FIFO/RR, nice) and CPUs, then runs its phases:\n\
 `run` spins a calibrated busy loop (work at full CPU speed; it stretches on a slower or shared\n\
 CPU), `runtime` spins for wall-clock time, `sleep` and `timer` sleep on CLOCK_MONOTONIC. Jobs are\n\
