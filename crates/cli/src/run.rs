@@ -4,15 +4,16 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use pacer_linux::run::{
-    self as executor, Calibration, LogRow, RtAppLogs, RunConfig, RunError, RunReport, StopReason,
+    self as executor, Calibration, LogMode, LogRow, RtAppLogs, RunConfig, RunError, RunReport, StopReason,
     ThreadReport,
 };
 use pacer_model::Duration;
 use pacer_workload::jobs::{render_text_labelled, JobCsv, JobRecord, Summary, SummaryReport, ThreadId};
+use pacer_workload::{RunSettings, Workload};
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
@@ -25,13 +26,20 @@ sudo pacer run examples/rtapp-periodic.json --duration 5s\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv --log-dir logs/\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
 pacer compare sim.csv run.csv                     # the simulator against the kernel\n\n\
-Each thread of the file becomes an OS thread (named after it) that sets its own policy\n\
+Each thread of the file becomes an OS thread (named `<task>-<index>`) that sets its own policy\n\
 (SCHED_DEADLINE with RESET_ON_FORK, SCHED_FIFO/RR, nice) and CPUs, then runs its phases:\n\
 `run` spins a calibrated busy loop (work at full CPU speed; it stretches on a slower or shared\n\
 CPU), `runtime` spins for wall-clock time, `sleep` and `timer` sleep on CLOCK_MONOTONIC. Jobs are\n\
 those of `pacer sim`: released at the thread's start and at each timer expiry, finished at the\n\
 next timer event. Real-time policies need root. Ctrl-C (or SIGTERM) ends the run between events;\n\
-every thread puts itself back to SCHED_OTHER. Measurement details: docs/linux.md.")]
+every thread puts itself back to SCHED_OTHER. Measurement details: docs/linux.md.\n\n\
+rt-app's outputs, for tools such as LISA (docs/linux.md, \"rt-app logs and ftrace markers\"):\n\
+threads are named (comm) `<task>-<index>` as in rt-app; logs `<log_basename>-<task>-<index>.log`,\n\
+with rt-app's header and columns, go into --log-dir, or into the file's `logdir` when the file\n\
+sets `logdir`, `log_basename` or `log_size` (logs a file asks for never replace existing files;\n\
+`\"log_size\": \"disable\"` turns them off, a size in MiB keeps each thread's rows in memory until\n\
+the end); the file's `ftrace` categories (main, task, loop, event, stats) write rt-app's\n\
+`rtapp_*` markers into tracefs `trace_marker` (root; tracing must be on).")]
 pub struct Args {
     /// rt-app JSON workload; `-` reads standard input.
     pub file: PathBuf,
@@ -50,8 +58,9 @@ pub struct Args {
     /// (docs/output-files.md).
     #[arg(long)]
     pub jobs: Option<PathBuf>,
-    /// Write rt-app-compatible per-thread logs (`<name>-<idx>.log`, rt-app's columns) into this
-    /// existing directory; like --jobs, they replace earlier logs only if the run succeeds.
+    /// Write rt-app's per-thread logs (`<log_basename>-<task>-<index>.log`, rt-app's columns)
+    /// into this existing directory instead of the file's `logdir`; like --jobs, they replace
+    /// earlier logs of the same names, and only if the run succeeds.
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
     /// Seed of the execution-time draws; the per-thread streams are those of `pacer sim --seed`,
@@ -147,15 +156,33 @@ fn stop_text(s: StopReason) -> String {
     }
 }
 
+/// Whether the file asks for rt-app's logs without `--log-dir`: it sets `logdir`,
+/// `log_basename` or a `log_size` other than "disable". The model keeps rt-app's defaults for
+/// settings a file leaves out, so a setting equal to its default reads as left out: rt-app
+/// would log into `./` for every file, pacer only when asked, so that runs do not scatter logs
+/// in the working directory.
+fn file_asks_for_logs(s: &RunSettings) -> bool {
+    s.log_size != Some(0) && s.logs_set
+}
+
+/// Where the logs go, and how their rows wait: `None` when no logs are written.
+fn log_plan<'a>(a: &'a Args, w: &'a Workload) -> Option<(&'a Path, LogMode)> {
+    let mode = match LogMode::from_log_size(w.settings.log_size) {
+        // --log-dir asks for logs whatever the file says.
+        LogMode::Off => LogMode::Stream,
+        m => m,
+    };
+    match &a.log_dir {
+        Some(d) => Some((d.as_path(), mode)),
+        None if file_asks_for_logs(&w.settings) => Some((Path::new(&w.settings.logdir), mode)),
+        None => None,
+    }
+}
+
 pub fn run(a: Args) -> Result<()> {
     let mut files = Outputs::new(Stdout::Busy);
     files.input(&a.file);
     let jobs = a.jobs.as_deref().map(|p| files.file("--jobs", p)).transpose()?;
-    let log_dir = a
-        .log_dir
-        .as_deref()
-        .map(|d| files.dir("--log-dir", d, false).map(|_| d))
-        .transpose()?;
     let workload = match read_input(&a.file, a.lenient)? {
         Input::RtApp(w) => w,
         Input::TaskSet(_) => bail!(
@@ -178,15 +205,34 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--duration: expected a run time > 0");
     }
     let names: Vec<String> = workload.threads.iter().map(|t| t.name.clone()).collect();
+    let plan = log_plan(&a, &workload);
+    let flag = if a.log_dir.is_some() {
+        "--log-dir"
+    } else {
+        "global.logdir"
+    };
+    let log_dir = plan
+        .map(|(d, _)| files.dir(flag, d, false).map(|_| d))
+        .transpose()?;
     // Outputs are opened before the run, so a bad path fails before anything runs; they are
     // temporary files until the run has succeeded.
     let log_slots = match log_dir {
-        Some(d) => names
+        Some(d) => workload
+            .threads
             .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let p = executor::log::log_path(d, n, i);
-                Ok((files.file("--log-dir", &p)?, p))
+            .map(|t| {
+                let thread = t.rtapp_name.as_deref().unwrap_or(&t.name);
+                let p = executor::log::log_path(d, &workload.settings.log_basename, thread);
+                // Logs the workload names, not this command line, never replace a file.
+                if a.log_dir.is_none() && std::fs::symlink_metadata(&p).is_ok() {
+                    bail!(
+                        "global.logdir: {} exists; pacer does not replace files a workload names \
+                         (remove it, or pass --log-dir DIR to write the logs there, replacing \
+                         earlier ones)",
+                        p.display()
+                    );
+                }
+                Ok((files.file(flag, &p)?, p))
             })
             .collect::<Result<Vec<_>>>()?,
         None => Vec::new(),
@@ -201,7 +247,7 @@ pub fn run(a: Args) -> Result<()> {
                 .into_iter()
                 .map(|(s, p)| Ok((p, files.open(s)?)))
                 .collect::<Result<Vec<_>>>()?;
-            Some(RtAppLogs::from_files(opened).with_context(|| format!("--log-dir {}", d.display()))?)
+            Some(RtAppLogs::from_files(opened).with_context(|| format!("{flag} {}", d.display()))?)
         }
         None => None,
     };
@@ -234,6 +280,7 @@ pub fn run(a: Args) -> Result<()> {
         duration,
         seed: a.seed,
         calibration,
+        logs: Some(plan.map_or(LogMode::Off, |(_, m)| m)),
         ..RunConfig::default()
     };
     let result = executor::run(&workload, &cfg, &mut out);
@@ -318,4 +365,56 @@ fn explain(e: RunError) -> anyhow::Error {
         ""
     };
     anyhow::anyhow!("{e}{hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs_are_written_when_the_file_or_the_command_line_asks() {
+        let d = RunSettings::default();
+        assert!(
+            !file_asks_for_logs(&d),
+            "rt-app's defaults: pacer writes no logs unasked"
+        );
+        let with = |f: fn(&mut RunSettings)| {
+            let mut s = RunSettings::default();
+            f(&mut s);
+            s
+        };
+        // The parser sets `logs_set` when the file names logdir, log_basename or log_size, even
+        // to rt-app's defaults ("./").
+        assert!(file_asks_for_logs(&with(|s| s.logs_set = true)));
+        assert!(!file_asks_for_logs(&with(|s| {
+            s.logs_set = true;
+            s.log_size = Some(0);
+        })));
+
+        let args = |log_dir: Option<&str>| Args {
+            file: "w.json".into(),
+            duration: None,
+            jobs: None,
+            log_dir: log_dir.map(PathBuf::from),
+            seed: 1,
+            calibration: None,
+            json: false,
+            lenient: false,
+        };
+        let mut w = Workload::default();
+        let a = args(None);
+        assert_eq!(log_plan(&a, &w), None);
+        w.settings.logdir = "/tmp/results".into();
+        w.settings.log_size = Some(2 << 20);
+        w.settings.logs_set = true;
+        let a = args(None);
+        assert_eq!(
+            log_plan(&a, &w),
+            Some((Path::new("/tmp/results"), LogMode::Buffer { rows: 2 * 11915 + 1 }))
+        );
+        // --log-dir overrides the directory, and asks for logs even when the file disables them.
+        w.settings.log_size = Some(0);
+        let a = args(Some("logs"));
+        assert_eq!(log_plan(&a, &w), Some((Path::new("logs"), LogMode::Stream)));
+    }
 }

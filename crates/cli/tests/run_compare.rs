@@ -82,6 +82,127 @@ fn run_rejects_malformed_workloads_before_running() {
     );
 }
 
+/// The log files as LISA's rt-app analysis reads them (`lisa.wlgen.rta`): every
+/// `<log_basename>-*.log` of the results directory, the whitespace-separated columns under the
+/// `#idx` header line, one frame per file named after the thread (`<task>-<index>`).
+fn lisa_logs(dir: &Path, basename: &str) -> Vec<(String, Vec<String>, Vec<Vec<i64>>)> {
+    let mut out = Vec::new();
+    let prefix = format!("{basename}-");
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix) && n.ends_with(".log"))
+        .collect();
+    entries.sort();
+    for name in entries {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<String> = lines
+            .next()
+            .unwrap()
+            .trim_start_matches('#')
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let rows = lines
+            .map(|l| {
+                l.split_whitespace()
+                    .map(|v| v.parse::<i64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let thread = name[prefix.len()..name.len() - ".log".len()].to_string();
+        out.push((thread, header, rows));
+    }
+    out
+}
+
+#[test]
+fn run_writes_rt_app_logs_lisa_finds_and_no_phantom_jobs() {
+    // SCHED_OTHER threads at nice 0: no privilege needed.
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_tmp(
+        &dir,
+        "lisa.json",
+        r#"{ "tasks": {
+              "a": { "loop": 3, "run": 200, "timer": { "ref": "a", "period": 5000 } },
+              "b": { "instance": 2, "loop": 2, "run": 100, "sleep": 500 } } }"#,
+    );
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let jobs = dir.path().join("jobs.csv");
+    let out = pacer(&[
+        "run",
+        &file,
+        "--calibration",
+        "25",
+        "--jobs",
+        &jobs.display().to_string(),
+        "--log-dir",
+        &logs.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let found = lisa_logs(&logs, "rt-app");
+    let threads: Vec<&str> = found.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert_eq!(threads, ["a-0", "b-1", "b-2"]);
+    for (i, (thread, header, rows)) in found.iter().enumerate() {
+        assert_eq!(
+            header,
+            &[
+                "idx",
+                "perf",
+                "run",
+                "period",
+                "start",
+                "end",
+                "rel_st",
+                "slack",
+                "c_duration",
+                "c_period",
+                "wu_lat"
+            ]
+        );
+        let passes = if i == 0 { 3 } else { 2 };
+        assert_eq!(rows.len(), passes, "{thread}");
+        for r in rows {
+            assert_eq!(r.len(), 11, "{thread}");
+            assert_eq!(r[0], i as i64, "{thread}: idx is rt-app's thread index");
+            assert!(r[5] >= r[4], "{thread}: end ≥ start");
+        }
+    }
+    // `loop: 3` gives 3 jobs; threads without timers one per pass; none has an empty job after
+    // its last, and threads without a deadline have empty deadline fields.
+    let csv = std::fs::read_to_string(&jobs).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let count = |t: &str| rows.iter().filter(|r| r[0] == t).count();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(count("a"), 3, "{names:?}");
+    assert_eq!(rows.len(), 7, "{csv}");
+    assert!(!csv.contains("4611686018427387903"), "{csv}");
+    for r in rows.iter().filter(|r| r[0] != "a") {
+        assert_eq!((r[5], r[7], r[8]), ("", "", "0"), "{r:?}");
+    }
+    // `pacer compare` reads such a file.
+    let out = pacer(&[
+        "compare",
+        &jobs.display().to_string(),
+        &jobs.display().to_string(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A second run into the same directory replaces the logs it was asked to write there.
+    let out = pacer(&[
+        "run",
+        &file,
+        "--calibration",
+        "25",
+        "--log-dir",
+        &logs.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(lisa_logs(&logs, "rt-app").len(), 3);
+}
+
 #[test]
 #[cfg_attr(
     not(pacer_privileged),
@@ -297,7 +418,7 @@ fn run_agrees_with_sim_on_the_same_rtapp_file() {
         }
         // rt-app logs: one per thread, one row per pass (= per job here).
         for (i, name) in tasks.iter().enumerate() {
-            let log = std::fs::read_to_string(logs.join(format!("{name}-{i}.log"))).unwrap();
+            let log = std::fs::read_to_string(logs.join(format!("rt-app-{name}-{i}.log"))).unwrap();
             assert!(log.starts_with("#idx     perf      run   period"), "{log}");
             assert!(log.lines().count() > 20, "{name}: {} lines", log.lines().count());
         }

@@ -262,7 +262,7 @@ fn refused_reservations_fail_the_run_and_release_everything() {
 fn finite_loops_and_phases_match_the_simulators_jobs() {
     let _g = serialize();
     require_rt();
-    // A thread without timers (one job per pass, then the job in progress at exit) and a thread
+    // A thread without timers (one job per pass) and a thread
     // whose phases pin it to CPU 0, then CPU 1, and change its priority.
     let w = workload(
         r#"{ "tasks": {
@@ -288,11 +288,16 @@ fn finite_loops_and_phases_match_the_simulators_jobs() {
         .collect();
     let simulated: Vec<(u64, u64)> = of(&sim, 0).iter().map(|j| (j.job, j.exec / 100_000)).collect();
     eprintln!("passes: real {real:?}, simulated {simulated:?}");
-    assert_eq!(real.len(), simulated.len(), "same jobs as the simulator");
-    assert_eq!(real.len(), 6, "5 passes and the (empty) job in progress at exit");
+    // The simulator may still count the empty job after the last pass (crates/sim).
+    assert!(
+        simulated.len() == real.len() || simulated.len() == real.len() + 1,
+        "same jobs as the simulator"
+    );
+    assert!(real.iter().zip(&simulated).all(|(r, s)| r.0 == s.0));
+    assert_eq!(real.len(), 5, "5 passes, and no empty job after the last");
     let pinned = of(&sink.jobs, 1);
-    // 20 timer events end 20 jobs; the 21st, released by the last timer, ends with the thread.
-    assert_eq!(pinned.len(), 21);
+    // 20 timer events end 20 jobs; nothing follows the last one, so no 21st job.
+    assert_eq!(pinned.len(), 20);
     let cpus: Vec<u32> = pinned.iter().map(|j| j.cpu).collect();
     eprintln!("pinned: CPUs {cpus:?}");
     assert!(
@@ -444,4 +449,216 @@ fn shared_timers_and_relative_timers_release_like_the_simulator() {
     }
     let gaps: Vec<u64> = late.windows(2).map(|p| p[1].release - p[0].release).collect();
     assert!(median(gaps) > 2 * MS + MS / 2, "the grid restarts late");
+}
+
+/// A private tracefs instance (its own ring buffer and `trace_marker`), removed on drop.
+struct Instance(std::path::PathBuf);
+
+impl Instance {
+    fn new() -> Instance {
+        let root = pacer_linux::trace::tracefs_root().expect("tracefs is mounted");
+        let dir = root.join(format!("instances/pacer-markers-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).expect("creates a tracefs instance");
+        // As LISA's traces do: the switches also keep the kernel's pid → comm cache current, which
+        // names the task of each marker line.
+        std::fs::write(dir.join("events/sched/sched_switch/enable"), "1").expect("enables sched_switch");
+        Instance(dir)
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// One `rtapp_*` marker of the text trace as LISA's text-trace parser reads it: the task
+/// (`comm-pid`) and the `tracing_mark_write: rtapp_<what>: key=value …` payload, the values
+/// taken with a `key=value` pattern in their order.
+#[derive(Debug, Clone, PartialEq)]
+struct Marker {
+    pid: u32,
+    comm: String,
+    what: String,
+    fields: Vec<(String, String)>,
+}
+
+impl Marker {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.fields.iter().map(|(k, _)| k.as_str()).collect()
+    }
+}
+
+fn parse_markers(trace: &str) -> Vec<Marker> {
+    let mut out = Vec::new();
+    for line in trace.lines().filter(|l| !l.starts_with('#')) {
+        let Some((head, payload)) = line.split_once(": tracing_mark_write: ") else {
+            continue;
+        };
+        let Some(rest) = payload.trim_end().strip_prefix("rtapp_") else {
+            continue;
+        };
+        let (what, kv) = rest.split_once(": ").expect("rtapp_<what>: fields");
+        // `comm-pid [cpu] flags timestamp`; the comm may itself contain '-'.
+        let task = head.split_whitespace().next().expect("task field");
+        let (comm, pid) = task.rsplit_once('-').expect("comm-pid");
+        let fields = kv
+            .split_whitespace()
+            .map(|f| {
+                let (k, v) = f.split_once('=').expect("key=value");
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        out.push(Marker {
+            pid: pid.parse().expect("pid"),
+            comm: comm.to_string(),
+            what: what.to_string(),
+            fields,
+        });
+    }
+    out
+}
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn rt_app_ftrace_markers_reach_the_trace_as_lisa_reads_them() {
+    let _g = serialize();
+    require(Need::Root);
+    let mut w = workload(
+        r#"{ "global": { "ftrace": "main,task,loop,event,stats" },
+             "tasks": {
+               "a": { "loop": 3, "run": 1000, "timer": { "ref": "a", "period": 10000 } },
+               "b": { "instance": 2, "loop": 2, "phases": {
+                        "p1": { "loop": 2, "run": 500, "sleep": 1000 },
+                        "p2": { "loop": 1, "run": 500 } } } } }"#,
+    );
+    // What the file's `ftrace` says, whether or not this build's parser reads it yet.
+    w.settings.ftrace = pacer_workload::FtraceCategories {
+        attrs: false,
+        ..pacer_workload::FtraceCategories::ALL
+    };
+    let instance = Instance::new();
+    let cfg = RunConfig {
+        tracefs: Some(instance.0.clone()),
+        ..config(None)
+    };
+    let mut sink = Collect::default();
+    let report = run::run(&w, &cfg, &mut sink).expect("the run succeeds");
+    assert_eq!(report.stopped_by, StopReason::Finished);
+    let trace = std::fs::read_to_string(instance.0.join("trace")).expect("reads the trace");
+    let markers = parse_markers(&trace);
+    assert!(!markers.is_empty(), "no rtapp markers in\n{trace}");
+
+    // The run's own markers, around everything else.
+    let main: Vec<&Marker> = markers.iter().filter(|m| m.what == "main").collect();
+    assert_eq!(main.first().and_then(|m| m.get("event")), Some("start"));
+    assert_eq!(main.last().and_then(|m| m.get("event")), Some("end"));
+    assert_eq!(markers.first().map(|m| m.what.as_str()), Some("main"));
+    assert_eq!(markers.last().map(|m| m.what.as_str()), Some("main"));
+    let clock_ref = markers
+        .iter()
+        .find(|m| m.get("event") == Some("clock_ref"))
+        .expect("clock_ref");
+    assert_eq!(
+        clock_ref.get("data").and_then(|d| d.parse::<u64>().ok()),
+        Some((report.origin_ns + 500) / 1000)
+    );
+
+    // Threads named and counted as rt-app's: a-0, b-1, b-2. A task without `phases` is one
+    // phase looping `loop` times, run once (rt-app_parse_config.c).
+    let expect_loops = [
+        vec![(0, 0, 0), (0, 0, 1), (0, 0, 2)],
+        vec![(0, 0, 0), (0, 0, 1), (0, 1, 0), (1, 0, 0), (1, 0, 1), (1, 1, 0)],
+    ];
+    for (i, (t, name)) in report.threads.iter().zip(["a-0", "b-1", "b-2"]).enumerate() {
+        assert_eq!(w.threads[i].rtapp_name.as_deref(), Some(name));
+        let mine: Vec<&Marker> = markers.iter().filter(|m| m.pid == t.tid).collect();
+        // The trace names the task as rt-app's threads are named.
+        for m in &mine {
+            assert_eq!(m.comm, name, "{m:?}");
+        }
+        let what: Vec<&str> = mine.iter().map(|m| m.what.as_str()).collect();
+        assert_eq!(what.first(), Some(&"task"), "{name}: {what:?}");
+        assert_eq!(what.last(), Some(&"task"), "{name}: {what:?}");
+        let loops: Vec<(&str, u64, u64, u64)> = mine
+            .iter()
+            .filter(|m| m.what == "loop")
+            .map(|m| {
+                assert_eq!(m.keys(), ["event", "thread_loop", "phase", "phase_loop"]);
+                let n = |k| m.get(k).and_then(|v| v.parse().ok()).expect("a number");
+                (
+                    m.get("event").unwrap_or(""),
+                    n("thread_loop"),
+                    n("phase"),
+                    n("phase_loop"),
+                )
+            })
+            .collect();
+        let expected = &expect_loops[i.min(1)];
+        assert_eq!(loops.len(), 2 * expected.len(), "{name}: {loops:?}");
+        for (pair, &(tl, ph, pl)) in loops.chunks(2).zip(expected) {
+            assert_eq!(pair[0], ("start", tl, ph, pl), "{name}");
+            assert_eq!(pair[1], ("end", tl, ph, pl), "{name}");
+        }
+        // Each pass: its events, numbered from 0 with rt-app's types, then loop end and stats.
+        let events: Vec<(String, String, String)> = mine
+            .iter()
+            .filter(|m| m.what == "event")
+            .map(|m| {
+                assert_eq!(m.keys(), ["id", "type", "desc"]);
+                let g = |k| m.get(k).unwrap_or("").to_string();
+                (g("id"), g("type"), g("desc"))
+            })
+            .collect();
+        let stats: Vec<&Marker> = mine.iter().copied().filter(|m| m.what == "stats").collect();
+        assert_eq!(stats.len(), expected.len(), "{name}");
+        for s in &stats {
+            assert_eq!(
+                s.keys(),
+                ["period", "run", "wu_lat", "slack", "c_period", "c_run"]
+            );
+            for (_, v) in &s.fields {
+                v.parse::<i64>().expect("integers, as rt-app's %d");
+            }
+        }
+        let ev = |id: &str, ty: &str, desc: &str| (id.to_string(), ty.to_string(), desc.to_string());
+        if i == 0 {
+            assert_eq!(events.len(), 6);
+            for pass in events.chunks(2) {
+                assert_eq!(pass, [ev("0", "6", "run"), ev("1", "10", "timer")]);
+            }
+            for s in &stats {
+                assert_eq!((s.get("c_period"), s.get("c_run")), (Some("10000"), Some("1000")));
+            }
+            // The log rows carry the same values as the stats markers.
+            let rows: Vec<_> = sink
+                .logs
+                .iter()
+                .filter(|(t, _)| *t == 0)
+                .map(|(_, r)| *r)
+                .collect();
+            assert_eq!(rows.len(), 3);
+            for (r, s) in rows.iter().zip(&stats) {
+                assert_eq!(s.get("period"), Some(r.period.to_string().as_str()));
+                assert_eq!(s.get("wu_lat"), Some(r.wu_lat.to_string().as_str()));
+            }
+        } else {
+            let p1 = [ev("0", "6", "run"), ev("1", "5", "sleep")];
+            let p2 = [ev("0", "6", "run")];
+            let want: Vec<_> = [&p1[..], &p1[..], &p2[..], &p1[..], &p1[..], &p2[..]].concat();
+            assert_eq!(events, want, "{name}");
+        }
+    }
+    // `loop: 3` gives 3 jobs, the same as its 3 passes.
+    assert_eq!(of(&sink.jobs, 0).len(), 3);
 }

@@ -69,6 +69,8 @@ pub struct RunSettings {
     pub logdir: String,
     /// Log file and trace prefix (`log_basename`, default `rt-app`).
     pub log_basename: String,
+    /// The file sets `logdir`, `log_basename` or `log_size`: it asks for rt-app's logs.
+    pub logs_set: bool,
     /// Per-thread log buffer (`log_size`): `None` = straight to the file system, `Some(0)` =
     /// logging disabled, `Some(bytes)` = an in-memory buffer of that size.
     pub log_size: Option<u64>,
@@ -94,6 +96,7 @@ impl Default for RunSettings {
             lock_pages: true,
             logdir: "./".to_string(),
             log_basename: "rt-app".to_string(),
+            logs_set: false,
             log_size: None,
             ftrace: FtraceCategories::default(),
             gnuplot: false,

@@ -708,6 +708,9 @@ impl Parser<'_> {
         let mut set = RunSettings::default();
         for (key, value) in entries {
             let path = join("global", key);
+            if matches!(key.as_str(), "logdir" | "log_basename" | "log_size") {
+                set.logs_set = true;
+            }
             match key.as_str() {
                 "duration" => {
                     // Seconds; -1 = until every thread ends. rt-app treats 0 the same way.

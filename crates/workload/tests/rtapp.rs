@@ -750,6 +750,17 @@ fn global_settings_are_checked() {
     assert!(!w.settings.ftrace.any());
     let w = parse(r#"{"global":{"log_size":2},"tasks":{"t":{"run":1}}}"#);
     assert_eq!(w.settings.log_size, Some(2 << 20));
+    // A file naming rt-app's own default still asks for logs.
+    assert!(
+        parse(r#"{"global":{"logdir":"./"},"tasks":{"t":{"run":1}}}"#)
+            .settings
+            .logs_set
+    );
+    assert!(
+        !parse(r#"{"global":{"duration":1},"tasks":{"t":{"run":1}}}"#)
+            .settings
+            .logs_set
+    );
 }
 
 #[test]

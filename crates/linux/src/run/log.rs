@@ -1,9 +1,10 @@
-//! rt-app-compatible per-thread logs (`pacer run --log-dir DIR`): one `<name>-<idx>.log` file per
-//! thread, with rt-app's columns, widths and units, so scripts written for rt-app's logs read
-//! them unchanged.
+//! rt-app-compatible per-thread logs: one `<logdir>/<log_basename>-<thread>.log` file per thread,
+//! where `<thread>` is rt-app's thread name `<task>-<index>` (`ThreadSpec::rtapp_name`), with
+//! rt-app's header, columns, widths and units, so scripts written for rt-app's logs (LISA globs
+//! `<log_basename>-*.log` and reads the columns after the `#idx` header) read them unchanged.
 //!
 //! rt-app (src/rt-app.c `thread_body()`, src/rt-app_utils.c `log_timing()`) writes one row per
-//! pass through a phase's events ("loop"), with the header
+//! pass through a phase's events ("loop"), after the header
 //! `#idx perf run period start end rel_st slack c_duration c_period wu_lat`, all times in µs:
 //!
 //! | column | meaning (rt-app) | here |
@@ -19,9 +20,13 @@
 //! | `c_period` | Σ configured periods of the pass's `timer` events | exact |
 //! | `wu_lat` | Σ wake-up latency after the pass's timers (now − expiry), 0 after a late timer | exact |
 //!
-//! As in rt-app, a pass cut short by the end of the run is not logged. File names differ from
-//! rt-app's `<logbasename>-<name>-<idx>.log` by the missing base name (the directory already says
-//! which run it is); `/` in a thread name becomes `_` so every file stays inside the directory.
+//! As in rt-app, a pass cut short by the end of the run is not logged. `/` in a name becomes `_`
+//! so every file stays inside the directory.
+//!
+//! Where the rows wait before they reach the file is rt-app's `log_size` ([`LogMode`]): with a
+//! buffer, each thread keeps its rows in memory it allocated before the run (the last rows that
+//! fit, as rt-app's ring) and they are written after the run; without one, they go to the
+//! executor's writer as the run goes on.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -86,13 +91,77 @@ pub fn us_signed(ns: i64) -> i64 {
     }
 }
 
-/// The log file of thread `idx` named `name` in `dir`.
-pub fn log_path(dir: &Path, name: &str, idx: usize) -> PathBuf {
-    let safe: String = name
-        .chars()
-        .map(|c| if c == '/' || c == '\0' { '_' } else { c })
-        .collect();
-    dir.join(format!("{safe}-{idx}.log"))
+/// The log file of the thread named `thread` (rt-app's `<task>-<index>`) in `dir`, as rt-app
+/// names it: `<dir>/<basename>-<thread>.log`.
+pub fn log_path(dir: &Path, basename: &str, thread: &str) -> PathBuf {
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c == '/' || c == '\0' { '_' } else { c })
+            .collect()
+    };
+    dir.join(format!("{}-{}.log", safe(basename), safe(thread)))
+}
+
+/// Where log rows wait before they reach the file (rt-app's `global.log_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogMode {
+    /// No rows at all (`"disable"`): nothing is measured for them or sent.
+    Off,
+    /// Each row goes to the writer when its pass ends (`"file"`, `"auto"`, no `log_size`).
+    Stream,
+    /// Each thread keeps its last `rows` rows in memory allocated before the run, handed over
+    /// when it ends (a size in MiB: rt-app's ring of `timing_point_t`, which has the size of a
+    /// [`LogRow`]).
+    Buffer { rows: usize },
+}
+
+impl LogMode {
+    /// The mode of rt-app's `log_size` as the workload model keeps it: `None` = the file
+    /// system, `Some(0)` = disabled, `Some(bytes)` = a buffer of that many bytes per thread.
+    pub fn from_log_size(log_size: Option<u64>) -> LogMode {
+        match log_size {
+            None => LogMode::Stream,
+            Some(0) => LogMode::Off,
+            Some(bytes) => LogMode::Buffer {
+                rows: usize::try_from(bytes / std::mem::size_of::<LogRow>() as u64)
+                    .unwrap_or(usize::MAX)
+                    .max(1),
+            },
+        }
+    }
+}
+
+/// A thread's preallocated ring of log rows ([`LogMode::Buffer`]): pushing never allocates; once
+/// full, the oldest row is overwritten, as in rt-app.
+#[derive(Debug, Default)]
+pub(crate) struct LogRing {
+    rows: Vec<LogRow>,
+    /// Where the next row goes once `rows` is full.
+    next: usize,
+}
+
+impl LogRing {
+    pub(crate) fn with_capacity(rows: usize) -> LogRing {
+        LogRing {
+            rows: Vec::with_capacity(rows.max(1)),
+            next: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, row: LogRow) {
+        if self.rows.len() < self.rows.capacity() {
+            self.rows.push(row);
+        } else if let Some(slot) = self.rows.get_mut(self.next) {
+            *slot = row;
+            self.next = (self.next + 1) % self.rows.len();
+        }
+    }
+
+    /// The rows, oldest first.
+    pub(crate) fn into_rows(mut self) -> Vec<LogRow> {
+        self.rows.rotate_left(self.next);
+        self.rows
+    }
 }
 
 /// The open log files of a run.
@@ -101,8 +170,11 @@ pub struct RtAppLogs {
 }
 
 impl RtAppLogs {
-    /// Creates (truncates) one log per thread in `dir`, which must exist, and writes the headers.
-    pub fn create(dir: &Path, names: &[String]) -> io::Result<RtAppLogs> {
+    /// Creates one log per thread in `dir`, which must exist, named after `basename` and each
+    /// thread's rt-app name, and writes the headers. An existing file is an error: it is left
+    /// alone (callers that replace earlier logs on purpose open the files themselves, see
+    /// [`RtAppLogs::from_files`]).
+    pub fn create(dir: &Path, basename: &str, names: &[String]) -> io::Result<RtAppLogs> {
         if !dir.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -110,9 +182,12 @@ impl RtAppLogs {
             ));
         }
         let mut files = Vec::with_capacity(names.len());
-        for (i, name) in names.iter().enumerate() {
-            let path = log_path(dir, name, i);
-            let f = File::create(&path)
+        for name in names {
+            let path = log_path(dir, basename, name);
+            let f = File::options()
+                .write(true)
+                .create_new(true)
+                .open(&path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             files.push((path, f));
         }
@@ -202,14 +277,45 @@ mod tests {
     fn rounding_and_paths() {
         assert_eq!((us(1499), us(1500), us(0)), (1, 2, 0));
         assert_eq!((us_signed(-1500), us_signed(-1499), us_signed(2500)), (-2, -1, 3));
-        let p = log_path(Path::new("/tmp/x"), "a/b", 3);
-        assert_eq!(p, Path::new("/tmp/x/a_b-3.log"));
+        let p = log_path(Path::new("/tmp/x"), "rt-app", "a/b-3");
+        assert_eq!(p, Path::new("/tmp/x/rt-app-a_b-3.log"));
+    }
+
+    #[test]
+    fn log_size_modes_and_the_ring_keeps_the_last_rows() {
+        assert_eq!(
+            std::mem::size_of::<LogRow>(),
+            88,
+            "rt-app's timing_point_t on 64-bit Linux"
+        );
+        assert_eq!(LogMode::from_log_size(None), LogMode::Stream);
+        assert_eq!(LogMode::from_log_size(Some(0)), LogMode::Off);
+        assert_eq!(
+            LogMode::from_log_size(Some(1 << 20)),
+            LogMode::Buffer { rows: 11915 }
+        );
+        assert_eq!(LogMode::from_log_size(Some(1)), LogMode::Buffer { rows: 1 });
+        let row = |idx| LogRow {
+            idx,
+            ..LogRow::default()
+        };
+        let mut ring = LogRing::with_capacity(3);
+        for i in 0..2 {
+            ring.push(row(i));
+        }
+        let idx = |r: Vec<LogRow>| r.iter().map(|r| r.idx).collect::<Vec<_>>();
+        assert_eq!(idx(ring.into_rows()), [0, 1]);
+        let mut ring = LogRing::with_capacity(3);
+        for i in 0..7 {
+            ring.push(row(i));
+        }
+        assert_eq!(idx(ring.into_rows()), [4, 5, 6]);
     }
 
     #[test]
     fn files_are_written() {
         let dir = tempfile::tempdir().unwrap();
-        let mut logs = RtAppLogs::create(dir.path(), &["a".into(), "b".into()]).unwrap();
+        let mut logs = RtAppLogs::create(dir.path(), "rt-app", &["a-0".into(), "b-1".into()]).unwrap();
         logs.write(1, &LogRow::default()).unwrap();
         let paths = logs.paths();
         logs.finish().unwrap();
@@ -217,6 +323,13 @@ mod tests {
         let b = std::fs::read_to_string(&paths[1]).unwrap();
         assert_eq!(b.lines().count(), 2);
         assert!(b.starts_with("#idx"));
-        assert!(RtAppLogs::create(&dir.path().join("missing"), &["a".into()]).is_err());
+        assert_eq!(paths[1], dir.path().join("rt-app-b-1.log"));
+        assert!(RtAppLogs::create(&dir.path().join("missing"), "rt-app", &["a-0".into()]).is_err());
+        // Logs already there are never replaced by `create`.
+        let e = RtAppLogs::create(dir.path(), "rt-app", &["b-1".into()])
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), b);
     }
 }

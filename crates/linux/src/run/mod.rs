@@ -18,11 +18,13 @@
 //!    policy (SCHED_DEADLINE with RESET_ON_FORK) and reports; if any fails (EPERM, EBUSY, EINVAL)
 //!    the others are released without running and the run fails with that thread's error;
 //! 4. all threads start from a common origin (time 0 of every record); the calling thread
-//!    becomes the writer: every 10 ms it drains the bounded lock-free queue the timed threads
+//!    becomes the writer: every 10 to 50 ms (`next_poll`) it drains the bounded lock-free queue the timed threads
 //!    push their records into (pushing never blocks and never wakes the writer, see `thread.rs`)
 //!    and passes them to the caller's [`Sink`] (CSV, summary, rt-app logs). For the run, the
 //!    writer moves to the CPUs no timed thread may use, when there are some, so that its work
-//!    stays off the measured CPUs; its affinity comes back afterwards;
+//!    stays off the measured CPUs; its affinity comes back afterwards. Where every CPU may run a
+//!    timed thread, the writer runs at SCHED_IDLE instead (when it may come back from it), so
+//!    that it never preempts a SCHED_OTHER thread when it wakes up;
 //! 5. at the end of the duration, on a signal, or when a thread fails, the run stops: every
 //!    thread notices between events (a sleeping one is woken by a signal), demotes itself to
 //!    SCHED_OTHER and ends.
@@ -31,11 +33,13 @@
 
 pub mod calibrate;
 pub mod log;
+pub mod marker;
 pub(crate) mod sys;
 mod thread;
 
 use std::io;
 use std::os::unix::thread::JoinHandleExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -43,11 +47,13 @@ use std::thread::JoinHandle;
 
 use pacer_model::{Duration, Policy};
 use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
-use pacer_workload::{Event, ThreadSpec, Workload};
+use pacer_workload::{Event, FtraceCategories, ThreadSpec, Workload};
 use serde::Serialize;
 
 pub use self::calibrate::Calibration;
-pub use self::log::{LogRow, RtAppLogs};
+pub use self::log::{LogMode, LogRow, RtAppLogs};
+pub use self::marker::MarkerError;
+use self::marker::Markers;
 use self::thread::{Drained, End, Gate, Msg, Outbox, Shared, ThreadResult, UNSET};
 use crate::sched::{self, LinuxError};
 use crate::signals::{SignalFd, TERMINATING};
@@ -56,8 +62,9 @@ use crate::signals::{SignalFd, TERMINATING};
 /// asleep waiting for it (their first release is then a real timer wake-up like the others).
 const START_LEAD_NS: u64 = 10_000_000;
 /// How often the writer wakes up to drain the queue and check signals, the clock and ended
-/// threads.
+/// threads, at most; and at least ([`next_poll`]).
 const POLL_NS: u64 = 10_000_000;
+const POLL_MAX_NS: u64 = 50_000_000;
 /// How often the writer reports progress.
 const PROGRESS_NS: u64 = 100_000_000;
 
@@ -74,9 +81,17 @@ pub struct RunConfig {
     /// `mlockall` for the run (rt-app's `lock_pages`); a failure is a warning, not an error.
     pub lock_memory: bool,
     /// Records (jobs and log rows) the queue to the writer holds; a full queue drops records,
-    /// which the report counts. The writer drains it every 10 ms, so this bounds the rate of
-    /// records a run can report without loss (16 384 per 10 ms by default).
+    /// which the report counts. The writer drains it every 10 to 50 ms, sooner the faster records
+    /// come, so this bounds the rate of records a run can report without loss (16 384 per 10 ms
+    /// by default, and per 50 ms for a burst after a quiet stretch).
     pub channel_capacity: usize,
+    /// Where log rows wait (`None`: the workload's `log_size`, [`LogMode::from_log_size`]).
+    pub logs: Option<LogMode>,
+    /// rt-app's ftrace markers to write (`None`: the workload's `ftrace` setting).
+    pub ftrace: Option<FtraceCategories>,
+    /// The tracefs directory whose `trace_marker` receives them (a tracefs instance, say);
+    /// `None`: the tracefs root, found in the mount table.
+    pub tracefs: Option<PathBuf>,
 }
 
 impl Default for RunConfig {
@@ -87,6 +102,9 @@ impl Default for RunConfig {
             calibration: None,
             lock_memory: true,
             channel_capacity: 16 * 1024,
+            logs: None,
+            ftrace: None,
+            tracefs: None,
         }
     }
 }
@@ -205,6 +223,9 @@ pub enum RunError {
     /// Setting up the run failed (thread creation, signal handling).
     #[error("{0}")]
     Setup(String),
+    /// The ftrace markers the workload asks for cannot be written.
+    #[error(transparent)]
+    Markers(#[from] MarkerError),
 }
 
 impl RunError {
@@ -387,6 +408,11 @@ pub fn run(workload: &Workload, cfg: &RunConfig, sink: &mut dyn Sink) -> Result<
     let allowed =
         sched::get_affinity(0).map_err(|e| RunError::Setup(format!("reading this process's CPUs: {e}")))?;
     validate(workload, &allowed)?;
+    let markers = Markers::open(
+        cfg.tracefs.as_deref(),
+        cfg.ftrace.unwrap_or(workload.settings.ftrace),
+    )?;
+    markers.main_start();
     let signals = Signals::new()?;
     let calibration = cfg.calibration.unwrap_or_else(calibrate::calibrate);
     let mut warnings = Vec::new();
@@ -402,8 +428,18 @@ pub fn run(workload: &Workload, cfg: &RunConfig, sink: &mut dyn Sink) -> Result<
         };
     let kick =
         sys::KickHandler::install().map_err(|e| RunError::Setup(format!("installing the stop signal: {e}")));
-    let result =
-        kick.and_then(|_kick| execute(workload, cfg, calibration, allowed, &signals, sink, &mut warnings));
+    let result = kick.and_then(|_kick| {
+        execute(
+            workload,
+            cfg,
+            calibration,
+            allowed,
+            markers,
+            &signals,
+            sink,
+            &mut warnings,
+        )
+    });
     if memory_locked {
         sys::unlock_memory();
     }
@@ -419,11 +455,13 @@ pub fn run(workload: &Workload, cfg: &RunConfig, sink: &mut dyn Sink) -> Result<
 
 type Executed = (RunReport, Option<RunError>);
 
+#[allow(clippy::too_many_arguments)]
 fn execute(
     workload: &Workload,
     cfg: &RunConfig,
     calibration: Calibration,
     allowed: Vec<usize>,
+    markers: Markers,
     signals: &Signals,
     sink: &mut dyn Sink,
     warnings: &mut Vec<String>,
@@ -440,6 +478,10 @@ fn execute(
         gate_cv: Condvar::new(),
         calibration,
         default_affinity: allowed.clone(),
+        markers,
+        log_mode: cfg
+            .logs
+            .unwrap_or_else(|| LogMode::from_log_size(workload.settings.log_size)),
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
@@ -497,8 +539,16 @@ fn execute(
     }
 
     // Keep the writer off the timed threads' CPUs for the run (restored when `_writer` drops, on
-    // every path out of this function).
-    let _writer = match writer_cpus(workload, &allowed) {
+    // every path out of this function). Where every CPU may run a timed thread, the writer
+    // becomes SCHED_IDLE instead: it then never preempts a SCHED_OTHER thread when it wakes up,
+    // and runs when a CPU has nothing else to do.
+    let free = writer_cpus(workload, &allowed);
+    let _idle = if free.is_none() {
+        WriterIdle::set(warnings)
+    } else {
+        None
+    };
+    let _writer = match free {
         Some(cpus) => match WriterAffinity::set(&cpus, &allowed) {
             Ok(guard) => Some(guard),
             Err(e) => {
@@ -512,6 +562,7 @@ fn execute(
     };
 
     let t0 = sys::now_ns() + START_LEAD_NS;
+    shared.markers.clock_ref(self::log::us(t0));
     let horizon = cfg.duration.map(|d| t0.saturating_add(d.ns()));
     shared
         .cutoff
@@ -530,11 +581,23 @@ fn execute(
             shared.stop.store(true, Ordering::Relaxed);
         }
     };
+    let mut poll = POLL_NS;
     loop {
         // The timed threads never wake the writer: it wakes on its own, drains what they queued
         // meanwhile and checks the signals and the clock.
-        std::thread::sleep(std::time::Duration::from_nanos(POLL_NS));
-        let drained = outbox.drain(|m| deliver(m, &mut *sink, &mut sink_error, &mut jobs));
+        let slept_from = sys::now_ns();
+        let until_horizon = horizon.map_or(u64::MAX, |h| h.saturating_sub(slept_from).max(1));
+        std::thread::sleep(std::time::Duration::from_nanos(poll.min(until_horizon)));
+        let mut count = 0u64;
+        let drained = outbox.drain(|m| {
+            count += 1;
+            deliver(m, &mut *sink, &mut sink_error, &mut jobs)
+        });
+        poll = next_poll(
+            cfg.channel_capacity,
+            count,
+            sys::now_ns().saturating_sub(slept_from),
+        );
         if drained == Drained::Disconnected {
             // Every timed thread has ended and everything they queued has been handled.
             break;
@@ -547,6 +610,9 @@ fn execute(
             stop_now(StopReason::Signal(sig), now, &mut stopped_by);
         }
         if horizon.is_some_and(|h| now >= h) {
+            if stopped_by.is_none() {
+                shared.markers.main_shutdown();
+            }
             stop_now(StopReason::Duration, horizon.unwrap_or(now), &mut stopped_by);
         }
         if shared.stop.load(Ordering::Relaxed) && stopped_by.is_none() {
@@ -569,7 +635,22 @@ fn execute(
         }
     }
 
-    let results = join_all(handles);
+    let mut results = join_all(handles);
+    // Rows the threads kept in memory reach the sink now that nothing is measured any more.
+    for (i, r) in results.iter_mut().enumerate() {
+        for row in r
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.log_rows))
+            .unwrap_or_default()
+        {
+            if sink_error.is_none() {
+                if let Err(e) = sink.log(i as ThreadId, &row) {
+                    sink_error = Some(e);
+                }
+            }
+        }
+    }
+    shared.markers.main_end();
     let ended = results.iter().flatten().map(|r| r.ended).max().unwrap_or(t0);
     let (stopped_by, horizon_ns) = match stopped_by {
         Some((StopReason::Signal(s), at)) => (StopReason::Signal(s), at.saturating_sub(t0)),
@@ -649,6 +730,21 @@ fn execute(
     Ok((report, error))
 }
 
+/// How long the writer sleeps before its next drain, having just drained `drained` records
+/// queued over `slept_ns`: as long as possible, since every wake-up of the writer may take a CPU
+/// from a timed thread, but short enough that at that rate the queue of `capacity` would fill to
+/// a quarter at most; between [`POLL_NS`] and [`POLL_MAX_NS`], so that the 100 ms progress
+/// reports keep their pace and a burst after a quiet stretch has room for 50 ms of up to
+/// `capacity` records.
+fn next_poll(capacity: usize, drained: u64, slept_ns: u64) -> u64 {
+    if drained == 0 {
+        return POLL_MAX_NS;
+    }
+    let quarter = (capacity as u128 / 4).max(1);
+    let ns = quarter * u128::from(slept_ns.max(1)) / u128::from(drained);
+    u64::try_from(ns).unwrap_or(u64::MAX).clamp(POLL_NS, POLL_MAX_NS)
+}
+
 /// The CPUs of this process that no timed thread may ever use, if there are some: the writer's
 /// place during the run. A thread runs each pass of a phase on the phase's `cpus`, else its own,
 /// else all of `allowed` (`set_up` and `begin_pass` in thread.rs); every phase that has passes
@@ -697,6 +793,41 @@ impl Drop for WriterAffinity {
     }
 }
 
+/// While alive, the calling thread runs at SCHED_IDLE; its previous policy comes back on drop.
+/// Only taken when that return is allowed: leaving SCHED_IDLE needs CAP_SYS_NICE or an
+/// RLIMIT_NICE that permits the nice value (sched(7)), so without either the writer stays as it
+/// is rather than be stuck at SCHED_IDLE after the run.
+struct WriterIdle {
+    original: Policy,
+}
+
+impl WriterIdle {
+    fn set(warnings: &mut Vec<String>) -> Option<WriterIdle> {
+        let original = sched::get_policy(0).ok()?;
+        let Policy::Other { nice } = original else {
+            // A caller at a real-time policy chose it; leave it.
+            return None;
+        };
+        if !is_root() && !sys::rlimit_allows_nice(nice) {
+            return None;
+        }
+        match sched::set_policy(0, Policy::Idle, false) {
+            Ok(()) => Some(WriterIdle { original }),
+            Err(e) => {
+                warnings.push(format!("could not make the writer SCHED_IDLE: {e}"));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for WriterIdle {
+    fn drop(&mut self) {
+        // Checked possible before the change; nothing to report to at this point.
+        let _ = sched::set_policy(0, self.original, false);
+    }
+}
+
 /// Hands one record to the sink, unless it already failed (the first error is kept).
 fn deliver(m: Msg, sink: &mut dyn Sink, sink_error: &mut Option<io::Error>, jobs: &mut u64) {
     if sink_error.is_some() {
@@ -740,6 +871,20 @@ mod tests {
 
     fn workload(json: &str) -> Workload {
         parse_rtapp(json, "test.json").expect("test workload parses")
+    }
+
+    #[test]
+    fn the_writer_sleeps_as_long_as_the_queue_allows() {
+        // Nothing queued: the longest sleep.
+        assert_eq!(next_poll(16 * 1024, 0, POLL_NS), POLL_MAX_NS);
+        // 100 records in 10 ms: a quarter of 16 384 takes 410 ms at that rate, more than the most.
+        assert_eq!(next_poll(16 * 1024, 100, POLL_NS), POLL_MAX_NS);
+        // 4096 records in 50 ms fill a quarter in 50 ms; twice as fast, in 25 ms.
+        assert_eq!(next_poll(16 * 1024, 4096, 50_000_000), 50_000_000);
+        assert_eq!(next_poll(16 * 1024, 8192, 50_000_000), 25_000_000);
+        // Faster still: never below the shortest sleep.
+        assert_eq!(next_poll(16 * 1024, 1_000_000, 10_000_000), POLL_NS);
+        assert_eq!(next_poll(1, 1, 1), POLL_NS);
     }
 
     #[test]
@@ -835,9 +980,9 @@ mod tests {
         let mut sink = WhereAmI::default();
         let report = run(&w, &quick(), &mut sink).expect("the run succeeds");
         assert_eq!(report.stopped_by, StopReason::Finished);
-        // 40 timer events end 40 jobs, the thread's end one more; none lost.
-        assert_eq!(report.jobs, 41);
-        assert_eq!(sink.jobs, 41);
+        // 40 timer events end 40 jobs, and nothing follows the last; none lost.
+        assert_eq!(report.jobs, 40);
+        assert_eq!(sink.jobs, 40);
         assert_eq!(report.dropped_records, 0);
         let free = &before[..before.len() - 1];
         assert!(sink.affinities.iter().all(|a| a == free), "{:?}", sink.affinities);
@@ -847,6 +992,69 @@ mod tests {
             sink.cpus
         );
         assert_eq!(sched::get_affinity(0).unwrap(), before, "affinity restored");
+    }
+
+    /// Records the writer's policy at each record.
+    #[derive(Default)]
+    struct Policies(Vec<Option<Policy>>);
+
+    impl Sink for Policies {
+        fn job(&mut self, _record: &JobRecord) -> io::Result<()> {
+            self.0.push(sched::get_policy(0).ok());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_writer_idles_beside_threads_that_may_use_every_cpu_and_comes_back() {
+        let _g = sys::tests::KICK.lock().unwrap_or_else(|p| p.into_inner());
+        let before = sched::get_policy(0).expect("reads its policy");
+        // No `cpus`: every CPU may run the thread, so the writer cannot move away.
+        let w = workload(
+            r#"{ "tasks": { "t": { "loop": 20, "run": 200, "timer": { "ref": "t", "period": 2000 } } } }"#,
+        );
+        let mut sink = Policies::default();
+        let report = run(&w, &quick(), &mut sink).expect("the run succeeds");
+        assert_eq!(report.jobs, 20);
+        let may_return =
+            is_root() || matches!(before, Policy::Other { nice } if sys::rlimit_allows_nice(nice));
+        if matches!(before, Policy::Other { .. }) && may_return {
+            assert!(sink.0.iter().all(|p| *p == Some(Policy::Idle)), "{:?}", sink.0);
+        } else {
+            assert!(sink.0.iter().all(|p| *p == Some(before)), "{:?}", sink.0);
+        }
+        assert_eq!(sched::get_policy(0).ok(), Some(before), "policy restored");
+    }
+
+    #[test]
+    fn log_rows_stream_stay_in_a_ring_until_the_end_or_are_off() {
+        let _g = sys::tests::KICK.lock().unwrap_or_else(|p| p.into_inner());
+        // 5 passes (no timer: 5 jobs), rt-app index 0.
+        let w = workload(r#"{ "tasks": { "t": { "loop": 5, "run": 100, "sleep": 200 } } }"#);
+        let with = |logs: LogMode| {
+            let mut sink = Collect::default();
+            let cfg = RunConfig {
+                logs: Some(logs),
+                ..quick()
+            };
+            let report = run(&w, &cfg, &mut sink).expect("the run succeeds");
+            assert_eq!(report.jobs, 5, "one job per pass, none after the last");
+            sink.logs
+        };
+        let streamed = with(LogMode::Stream);
+        assert_eq!(streamed.len(), 5);
+        assert!(streamed.iter().all(|(t, r)| *t == 0 && r.idx == 0));
+        // A ring of 3 keeps the last 3 passes, in order.
+        let kept = with(LogMode::Buffer { rows: 3 });
+        assert_eq!(kept.len(), 3);
+        assert!(kept.windows(2).all(|p| p[0].1.start < p[1].1.start));
+        assert!(with(LogMode::Off).is_empty());
+        // The workload's `log_size` decides when the configuration does not.
+        let mut w2 = w.clone();
+        w2.settings.log_size = Some(0);
+        let mut sink = Collect::default();
+        run(&w2, &quick(), &mut sink).expect("the run succeeds");
+        assert!(sink.logs.is_empty());
     }
 
     #[test]

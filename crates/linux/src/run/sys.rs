@@ -209,6 +209,22 @@ pub(crate) fn set_signal_mask(mask: &libc::sigset_t) {
     }
 }
 
+/// Whether RLIMIT_NICE lets this process take nice value `nice` without CAP_SYS_NICE (the
+/// kernel's `can_nice()`: 20 − nice ≤ the soft limit), which is also what lets a thread leave
+/// SCHED_IDLE for that nice value.
+pub(crate) fn rlimit_allows_nice(nice: i32) -> bool {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a live rlimit the kernel writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut r) } != 0 {
+        return false;
+    }
+    let needed = (20 - i64::from(nice)).max(0) as u64;
+    r.rlim_cur == libc::RLIM_INFINITY || needed <= r.rlim_cur
+}
+
 /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: keeps page faults out of the timed threads (rt-app's
 /// `lock_pages`, on by default).
 pub(crate) fn lock_memory() -> io::Result<()> {

@@ -6,7 +6,13 @@
 //! Jobs, as in the simulator: job 0 is released at the thread's start (the run's origin plus its
 //! `delay`); a `timer` event finishes the current job and releases the next one at the timer's
 //! expiry (or at once, when the expiry has passed); a thread without timers counts one job per
-//! pass through a phase's events; a thread that ends finishes the job in progress.
+//! pass through a phase's events; a thread that ends finishes the job in progress, unless it
+//! reached no event since its release (the job after a finite thread's last timer or pass is
+//! no job: `loop: 3` gives 3 jobs).
+//!
+//! Each thread also writes rt-app's ftrace markers (`marker.rs`) and its log rows, which go to
+//! the writer at the end of each pass or, with rt-app's `log_size` buffer, into a ring it
+//! allocated before the run and hands over when it ends.
 //!
 //! Nothing in the loop allocates or does I/O: records go to the writer through a bounded,
 //! preallocated lock-free queue ([`Outbox`], a `crossbeam_queue::ArrayQueue`) with
@@ -15,7 +21,7 @@
 //! are a phase that changes the thread's policy away from SCHED_DEADLINE (the kernel's period
 //! limit is read from /proc once per change) and error paths.
 //!
-//! Sending wakes nobody: the writer polls the queue every 10 ms. With a channel that wakes its
+//! Sending wakes nobody: the writer polls the queue every 10 to 50 ms. With a channel that wakes its
 //! receiver on every send (`std::sync::mpsc`, a futex wake), the kernel woke the writer onto the
 //! sender's CPU whenever the other CPUs were busy, where it preempted the sender after the job it
 //! had just measured, or during the next one: a disturbance of exactly what the executor
@@ -32,7 +38,8 @@ use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
 use pacer_workload::{Cursor, Event, Phase, Step, ThreadSpec, TimerMode, Workload};
 
 use super::calibrate::{self, Calibration};
-use super::log::{us, us_signed, LogRow};
+use super::log::{us, us_signed, LogMode, LogRing, LogRow};
+use super::marker::{LoopPos, Markers, Stats};
 use super::sys::{self, Slept};
 use super::{affinity_error, policy_error, RunError};
 use crate::sched;
@@ -159,6 +166,10 @@ pub(crate) struct Shared {
     pub calibration: Calibration,
     /// The CPUs the process may use (a thread without `cpus` goes back to these).
     pub default_affinity: Vec<usize>,
+    /// rt-app's ftrace markers, written by the threads they describe.
+    pub markers: Markers,
+    /// Where the threads put their log rows.
+    pub log_mode: LogMode,
 }
 
 impl Shared {
@@ -198,6 +209,8 @@ pub(crate) struct ThreadResult {
     pub ended: u64,
     /// Why its program ended.
     pub end: End,
+    /// Its log rows, oldest first, when they were kept in memory ([`LogMode::Buffer`]).
+    pub log_rows: Vec<LogRow>,
 }
 
 /// Why a thread's program ended.
@@ -219,6 +232,9 @@ struct Job {
     cpu_time: u64,
     involuntary: u64,
     migrations: u32,
+    /// Whether the thread reached any event since the release: the job after a finite
+    /// thread's last timer (or last pass) has none and is no job at all.
+    stepped: bool,
 }
 
 /// The accumulators of one rt-app log row (one pass through a phase).
@@ -255,6 +271,14 @@ struct Interp<'a> {
     run_chunk: u64,
     runtime_chunk: u64,
     pass: Pass,
+    /// rt-app's loop counters of the current pass, and whether one is open (its end marker not
+    /// written yet).
+    pos: Option<LoopPos>,
+    pass_open: bool,
+    /// Position of the next event in the current pass (the `id` of its `rtapp_event` marker).
+    event_id: u32,
+    /// The rows kept in memory ([`LogMode::Buffer`]).
+    ring: Option<LogRing>,
     /// The CPUs set now (borrowed from the workload or the process's set: changing them in the
     /// loop allocates nothing).
     affinity: &'a [usize],
@@ -271,7 +295,8 @@ pub(crate) fn thread_main(
     seed: u64,
 ) -> ThreadResult {
     let spec = &workload.threads[idx];
-    sys::set_thread_name(&spec.name);
+    // rt-app's name (`<task>-<index>`), so traces show the threads as rt-app's would be.
+    sys::set_thread_name(spec.rtapp_name.as_deref().unwrap_or(&spec.name));
     let tid = sched::gettid();
     let mut result = ThreadResult {
         tid,
@@ -282,6 +307,7 @@ pub(crate) fn thread_main(
         demote_error: None,
         ended: 0,
         end: End::Stopped,
+        log_rows: Vec::new(),
     };
     let setup = set_up(spec, &shared);
     let (affinity, policy) = match setup {
@@ -309,6 +335,12 @@ pub(crate) fn thread_main(
         return result;
     };
 
+    // Allocated before the first release, so that logging allocates nothing during the run.
+    let ring = match shared.log_mode {
+        LogMode::Buffer { rows } => Some(LogRing::with_capacity(rows)),
+        LogMode::Off | LogMode::Stream => None,
+    };
+    shared.markers.task(true);
     let cpu_time0 = sys::thread_cpu_ns();
     let (voluntary0, involuntary0) = sys::context_switches();
     let kernel_migrations0 = sys::thread_migrations();
@@ -334,10 +366,20 @@ pub(crate) fn thread_main(
         run_chunk: cal.loops_for(RUN_CHUNK_NS).max(1),
         runtime_chunk: cal.loops_for(RUNTIME_CHUNK_NS).max(1),
         pass: Pass::default(),
+        pos: None,
+        pass_open: false,
+        event_id: 0,
+        ring,
         affinity,
         policy,
     };
     result.end = it.run();
+    if it.pass_open {
+        // rt-app closes a pass the stop interrupted in the trace too (not in the log).
+        it.pass_open = false;
+        let row = it.row(sys::now_ns());
+        it.close_pass_markers(&row);
+    }
 
     let (voluntary, involuntary) = sys::context_switches();
     let involuntary = involuntary.saturating_sub(involuntary0);
@@ -355,7 +397,9 @@ pub(crate) fn thread_main(
         overruns: None,
     };
     result.dropped = it.dropped;
+    result.log_rows = it.ring.take().map(LogRing::into_rows).unwrap_or_default();
     demote(&mut result);
+    shared.markers.task(false);
     result
 }
 
@@ -442,7 +486,21 @@ impl<'a> Interp<'a> {
             cpu_time: sys::thread_cpu_ns(),
             involuntary: sys::context_switches().1,
             migrations: 0,
+            stepped: false,
         });
+    }
+
+    /// The end of a finite thread's program: the job in progress is reported if the thread
+    /// reached an event in it. The job released by the last timer (or opened by the last pass of
+    /// a thread without timers) has none: it was never asked for, so it is neither released nor
+    /// finished.
+    fn finish_program(&mut self, now: u64) {
+        if self.job.is_some_and(|j| !j.stepped) {
+            self.job = None;
+            self.released -= 1;
+            return;
+        }
+        self.finish_job(now);
     }
 
     /// Ends the current job at `now`; it is reported if it ended before the run's cutoff.
@@ -550,6 +608,19 @@ impl<'a> Interp<'a> {
                 self.policy = p;
             }
         }
+        let index = self
+            .spec
+            .phases
+            .iter()
+            .position(|p| std::ptr::eq(p, phase))
+            .unwrap_or(0);
+        let pos = next_pos(self.pos, index, |i| {
+            self.spec.phases.get(i).map_or(1, |p| p.loops)
+        });
+        self.pos = Some(pos);
+        self.event_id = 0;
+        self.pass_open = true;
+        self.shared.markers.pass(true, pos);
         self.pass = Pass {
             start: sys::now_ns(),
             ..Pass::default()
@@ -557,14 +628,11 @@ impl<'a> Interp<'a> {
         Ok(())
     }
 
-    fn end_pass(&mut self) {
-        let end = sys::now_ns();
-        if end > self.shared.cutoff() {
-            return;
-        }
+    /// The log row of the pass in progress, as if it ended at `end`.
+    fn row(&self, end: u64) -> LogRow {
         let p = self.pass;
-        let row = LogRow {
-            idx: self.idx,
+        LogRow {
+            idx: self.spec.index,
             perf: p.loops / 1000,
             run: us(p.run_ns),
             period: us(end.saturating_sub(p.start)),
@@ -575,8 +643,40 @@ impl<'a> Interp<'a> {
             c_duration: p.c_duration_us,
             c_period: p.c_period_us,
             wu_lat: p.wu_lat_us,
-        };
-        self.send(Msg::Log(self.idx, row));
+        }
+    }
+
+    /// rt-app's markers at the end of a pass: `rtapp_loop` end, then `rtapp_stats`.
+    fn close_pass_markers(&self, row: &LogRow) {
+        let m = &self.shared.markers;
+        m.pass(false, self.pos.unwrap_or_default());
+        m.stats(&Stats {
+            period: row.period,
+            run: row.run,
+            wu_lat: row.wu_lat,
+            slack: row.slack,
+            c_period: row.c_period,
+            c_run: row.c_duration,
+        });
+    }
+
+    fn end_pass(&mut self) {
+        let end = sys::now_ns();
+        let row = self.row(end);
+        self.pass_open = false;
+        self.close_pass_markers(&row);
+        if end > self.shared.cutoff() {
+            return;
+        }
+        match self.shared.log_mode {
+            LogMode::Off => {}
+            LogMode::Stream => self.send(Msg::Log(self.idx, row)),
+            LogMode::Buffer { .. } => {
+                if let Some(ring) = &mut self.ring {
+                    ring.push(row);
+                }
+            }
+        }
     }
 
     fn run(&mut self) -> End {
@@ -605,7 +705,7 @@ impl<'a> Interp<'a> {
             }
             let ev = match pc.advance(spec) {
                 Step::Done => {
-                    self.finish_job(sys::now_ns());
+                    self.finish_program(sys::now_ns());
                     return End::Finished;
                 }
                 Step::PassStart(phase) => {
@@ -626,7 +726,14 @@ impl<'a> Interp<'a> {
                     }
                     continue;
                 }
-                Step::Event(ev) => ev,
+                Step::Event(ev) => {
+                    self.shared.markers.event(self.event_id, ev);
+                    self.event_id = self.event_id.saturating_add(1);
+                    if let Some(j) = &mut self.job {
+                        j.stepped = true;
+                    }
+                    ev
+                }
             };
             match ev {
                 Event::Run { work } => {
@@ -738,9 +845,78 @@ impl<'a> Interp<'a> {
     }
 }
 
+/// rt-app's loop counters of the pass through phase `index` that follows the pass at `prev`
+/// (`None`: the first pass), `loops(i)` being phase `i`'s loop count: the phase's iteration
+/// advances while the same phase repeats, and the thread's when the phase list starts over.
+fn next_pos(prev: Option<LoopPos>, index: usize, loops: impl Fn(usize) -> u64) -> LoopPos {
+    let Some(p) = prev else {
+        return LoopPos {
+            thread_loop: 0,
+            phase: index,
+            phase_loop: 0,
+        };
+    };
+    if index == p.phase && p.phase_loop + 1 < loops(index) {
+        LoopPos {
+            phase_loop: p.phase_loop + 1,
+            ..p
+        }
+    } else if index > p.phase {
+        LoopPos {
+            phase: index,
+            phase_loop: 0,
+            ..p
+        }
+    } else {
+        LoopPos {
+            thread_loop: p.thread_loop + 1,
+            phase: index,
+            phase_loop: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loop_counters_follow_rt_apps() {
+        // Phases looping 2, 1 and 3 times; the list twice.
+        let loops = [2u64, 1, 3];
+        let mut pos = None;
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            for (i, &n) in loops.iter().enumerate() {
+                for _ in 0..n {
+                    let p = next_pos(pos, i, |i| loops[i]);
+                    seen.push((p.thread_loop, p.phase, p.phase_loop));
+                    pos = Some(p);
+                }
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                (0, 0, 0),
+                (0, 0, 1),
+                (0, 1, 0),
+                (0, 2, 0),
+                (0, 2, 1),
+                (0, 2, 2),
+                (1, 0, 0),
+                (1, 0, 1),
+                (1, 1, 0),
+                (1, 2, 0),
+                (1, 2, 1),
+                (1, 2, 2),
+            ]
+        );
+        // One phase looping once, the list repeated: the thread's loop advances each time.
+        let p0 = next_pos(None, 0, |_| 1);
+        let p1 = next_pos(Some(p0), 0, |_| 1);
+        assert_eq!((p1.thread_loop, p1.phase, p1.phase_loop), (1, 0, 0));
+    }
 
     #[test]
     fn a_full_outbox_drops_and_the_last_sender_disconnects_it() {

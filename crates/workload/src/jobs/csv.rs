@@ -13,6 +13,10 @@
 //! format promises (integers where integers belong, `response_ns = finish_ns − release_ns`,
 //! `missed` consistent with the deadline), and a problem is reported with the file, the line and
 //! the column.
+//!
+//! A job without a deadline ([`JobRecord::has_deadline`]) has empty `deadline_ns` and
+//! `normalised_laxity` fields and `missed` 0, rather than the model's stand-in
+//! ([`super::NO_DEADLINE`]) and a laxity computed from it.
 
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -49,9 +53,9 @@ struct Row<'a> {
     release_ns: u64,
     start_ns: u64,
     finish_ns: u64,
-    deadline_ns: u64,
+    deadline_ns: Option<u64>,
     response_ns: u64,
-    normalised_laxity: f64,
+    normalised_laxity: Option<f64>,
     missed: u8,
     exec_ns: u64,
     preemptions: u32,
@@ -94,16 +98,17 @@ impl<W: Write> JobCsv<W> {
             return;
         }
         let name = thread_name(&self.names, r.thread);
+        let dl = r.has_deadline();
         let row = Row {
             task: &name,
             job: r.job,
             release_ns: r.release,
             start_ns: r.start,
             finish_ns: r.finish,
-            deadline_ns: r.deadline,
+            deadline_ns: dl.then_some(r.deadline),
             response_ns: r.response_time(),
-            normalised_laxity: r.normalised_laxity(),
-            missed: u8::from(r.missed()),
+            normalised_laxity: dl.then(|| r.normalised_laxity()),
+            missed: u8::from(dl && r.missed()),
             exec_ns: r.exec,
             preemptions: r.preemptions,
             migrations: r.migrations,
@@ -168,9 +173,11 @@ pub struct JobRow {
     pub release_ns: u64,
     pub start_ns: u64,
     pub finish_ns: u64,
-    pub deadline_ns: u64,
+    /// Empty in the file (`None`) for a job without a deadline.
+    pub deadline_ns: Option<u64>,
     pub response_ns: u64,
-    pub normalised_laxity: f64,
+    /// Empty in the file (`None`) for a job without a deadline.
+    pub normalised_laxity: Option<f64>,
     pub missed: bool,
     pub exec_ns: u64,
     pub preemptions: u32,
@@ -262,6 +269,7 @@ impl<R: Read> JobReader<R> {
             found: field(i).to_string(),
         };
         let int = |i: usize| field(i).parse::<u64>().map_err(|_| bad(i, "an unsigned integer"));
+        let maybe = |i: usize| (!field(i).is_empty()).then_some(i);
         let small = |i: usize| {
             field(i)
                 .parse::<u32>()
@@ -277,9 +285,11 @@ impl<R: Read> JobReader<R> {
             release_ns: int(2)?,
             start_ns: int(3)?,
             finish_ns: int(4)?,
-            deadline_ns: int(5)?,
+            deadline_ns: maybe(5).map(int).transpose()?,
             response_ns: int(6)?,
-            normalised_laxity: field(7).parse::<f64>().map_err(|_| bad(7, "a decimal number"))?,
+            normalised_laxity: maybe(7)
+                .map(|i| field(i).parse::<f64>().map_err(|_| bad(i, "a decimal number")))
+                .transpose()?,
             missed: match field(8) {
                 "0" => false,
                 "1" => true,
@@ -309,18 +319,27 @@ impl<R: Read> JobReader<R> {
                 row.finish_ns - row.release_ns
             )));
         }
-        if row.missed != (row.finish_ns > row.deadline_ns) {
-            return Err(inconsistent(format!(
-                "missed is {} but finish_ns {} {} deadline_ns {}",
-                u8::from(row.missed),
-                row.finish_ns,
-                if row.finish_ns > row.deadline_ns {
-                    ">"
-                } else {
-                    "≤"
-                },
-                row.deadline_ns
-            )));
+        match row.deadline_ns {
+            Some(deadline) if row.missed != (row.finish_ns > deadline) => {
+                return Err(inconsistent(format!(
+                    "missed is {} but finish_ns {} {} deadline_ns {}",
+                    u8::from(row.missed),
+                    row.finish_ns,
+                    if row.finish_ns > deadline { ">" } else { "≤" },
+                    deadline
+                )));
+            }
+            None if row.missed => {
+                return Err(inconsistent(
+                    "missed is 1 but deadline_ns is empty (no deadline)".into(),
+                ));
+            }
+            None if row.normalised_laxity.is_some() => {
+                return Err(inconsistent(
+                    "normalised_laxity is given but deadline_ns is empty (no deadline)".into(),
+                ));
+            }
+            _ => {}
         }
         Ok(row)
     }
@@ -500,12 +519,15 @@ mod tests {
                     row.finish_ns,
                     row.deadline_ns
                 ),
-                (r.job, r.release, r.start, r.finish, r.deadline)
+                (r.job, r.release, r.start, r.finish, Some(r.deadline))
             );
             assert_eq!(row.response_ns, r.response_time());
             assert_eq!(row.missed, r.missed());
             // Shortest round-trip representation: the same double comes back.
-            assert_eq!(row.normalised_laxity.to_bits(), r.normalised_laxity().to_bits());
+            assert_eq!(
+                row.normalised_laxity.map(f64::to_bits),
+                Some(r.normalised_laxity().to_bits())
+            );
             assert_eq!(
                 (row.exec_ns, row.preemptions, row.migrations, row.cpu),
                 (r.exec, r.preemptions, r.migrations, r.cpu)
@@ -516,6 +538,45 @@ mod tests {
             ["video", "audio, \"left\"", "t2"]
         );
         assert!(rows[1].missed);
+    }
+
+    #[test]
+    fn a_job_without_a_deadline_has_empty_deadline_and_laxity() {
+        let r = JobRecord {
+            deadline: 1_000 + crate::jobs::NO_DEADLINE,
+            period: crate::jobs::NO_DEADLINE,
+            ..rec(0, 0, 1_000, 5_000)
+        };
+        assert!(!r.has_deadline());
+        assert!(rec(0, 0, 0, 5).has_deadline());
+        let mut csv = JobCsv::new(Vec::new(), vec!["a".into()]);
+        csv.write(&r);
+        let text = String::from_utf8(csv.finish().unwrap()).unwrap();
+        let line = text.lines().nth(1).unwrap();
+        assert_eq!(line, "a,0,1000,1001,5000,,4000,,0,2000000,1,0,1");
+        assert!(!line.contains("4611686018427387903"));
+        let rows = read_str(&text).unwrap();
+        assert_eq!(
+            (rows[0].deadline_ns, rows[0].normalised_laxity, rows[0].missed),
+            (None, None, false)
+        );
+        // The model's stand-in is the value this module leaves out.
+        assert_eq!(
+            crate::ThreadSpec::default().relative_deadline_ns(),
+            crate::jobs::NO_DEADLINE
+        );
+        // Without a deadline, nothing can be missed or have a laxity.
+        let header = COLUMNS.join(",");
+        let bad = format!("{header}\na,0,0,0,5,,5,,1,1,0,0,0\n");
+        assert!(read_str(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("deadline_ns is empty"));
+        let bad = format!("{header}\na,0,0,0,5,,5,0.5,0,1,0,0,0\n");
+        assert!(read_str(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("deadline_ns is empty"));
     }
 
     #[test]

@@ -53,7 +53,17 @@ pub struct JobRecord {
     pub cpu: u32,
 }
 
+/// The relative deadline the workload model gives a thread that has none
+/// (`ThreadSpec::relative_deadline_ns`: no `job_deadline`, no SCHED_DEADLINE, no timer): far
+/// enough to never be missed, and not a deadline anyone asked for, so outputs leave it out.
+pub const NO_DEADLINE: u64 = u64::MAX / 4;
+
 impl JobRecord {
+    /// Whether the job has a deadline someone asked for (not [`NO_DEADLINE`]); without one, the
+    /// job CSV leaves `deadline_ns` and `normalised_laxity` empty.
+    pub fn has_deadline(&self) -> bool {
+        self.relative_deadline() < NO_DEADLINE
+    }
     pub fn response_time(&self) -> u64 {
         self.finish.saturating_sub(self.release)
     }
