@@ -93,6 +93,12 @@ impl executor::Sink for Sinks {
         }
     }
 
+    fn thread_started(&mut self, thread: ThreadId, name: &str) {
+        if let Some(csv) = &mut self.csv {
+            csv.set_name(thread, name);
+        }
+    }
+
     fn progress(&mut self, elapsed_ns: u64) {
         if let Some(b) = &self.bar {
             b.set_position(elapsed_ns / 1_000_000);
@@ -173,7 +179,8 @@ pub fn run(a: Args) -> Result<()> {
     if duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration: expected a run time > 0");
     }
-    let names: Vec<String> = workload.threads.iter().map(|t| t.name.clone()).collect();
+    // Threads started with the run; those a `fork` event starts are named as they start.
+    let names: Vec<String> = workload.initial_threads().map(|(_, t)| t.name.clone()).collect();
     // Outputs are opened before the run, so a bad path fails before anything runs; they are
     // temporary files until the run has succeeded.
     let log_slots = match log_dir {

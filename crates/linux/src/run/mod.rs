@@ -30,9 +30,14 @@
 //! The job semantics and the measurement of each column are in `thread.rs` and docs/linux.md.
 
 pub mod calibrate;
+mod fork;
 pub mod log;
+mod sync;
 pub(crate) mod sys;
 mod thread;
+mod uclamp;
+
+pub use self::fork::FORKS_LIMIT;
 
 use std::io;
 use std::os::unix::thread::JoinHandleExt;
@@ -43,11 +48,12 @@ use std::thread::JoinHandle;
 
 use pacer_model::{Duration, Policy};
 use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
-use pacer_workload::{Event, ThreadSpec, Workload};
+use pacer_workload::{ThreadSpec, Workload};
 use serde::Serialize;
 
 pub use self::calibrate::Calibration;
 pub use self::log::{LogRow, RtAppLogs};
+use self::sync::Extras;
 use self::thread::{Drained, End, Gate, Msg, Outbox, Shared, ThreadResult, UNSET};
 use crate::sched::{self, LinuxError};
 use crate::signals::{SignalFd, TERMINATING};
@@ -101,6 +107,9 @@ pub trait Sink {
     }
     /// Called about every 100 ms with the time since the origin.
     fn progress(&mut self, _elapsed_ns: u64) {}
+    /// A thread started by a `fork` event gets id `thread` (after the threads started with the
+    /// run, in fork order) and this name; called before any record of it.
+    fn thread_started(&mut self, _thread: ThreadId, _name: &str) {}
 }
 
 /// A [`Sink`] that keeps everything in memory (tests, small runs).
@@ -152,6 +161,8 @@ pub struct ThreadReport {
 pub struct RunReport {
     /// Thread names, in thread order.
     pub names: Vec<String>,
+    /// Threads started with the run, then those started by `fork` events (in fork order, their
+    /// names rt-app's `<task>-<index>-<nfork>`); the index is the [`ThreadId`] of the records.
     /// Per-thread counters from the kernel (switches from `getrusage`, migrations from
     /// /proc/thread-self/sched, CPU time from CLOCK_THREAD_CPUTIME_ID) over the run.
     pub counters: Vec<TaskCounters>,
@@ -161,6 +172,9 @@ pub struct RunReport {
     /// CLOCK_MONOTONIC of the origin (time 0 of every record), ns.
     pub origin_ns: u64,
     pub calibration: Calibration,
+    /// The file's numeric `global.calibration` (ns per loop of rt-app's loop), which `run`
+    /// events then follow instead of `calibration` (calibrate.rs).
+    pub rtapp_ns_per_loop: Option<u64>,
     pub seed: u64,
     pub stopped_by: StopReason,
     /// Jobs reported to the sink.
@@ -205,6 +219,10 @@ pub enum RunError {
     /// Setting up the run failed (thread creation, signal handling).
     #[error("{0}")]
     Setup(String),
+    /// A global setting of the file cannot be used (`key` is its JSON path, e.g.
+    /// `global.io_device`).
+    #[error("`{key}`: {message}")]
+    Setting { key: &'static str, message: String },
 }
 
 impl RunError {
@@ -304,8 +322,28 @@ pub(crate) fn affinity_error(spec: &ThreadSpec, cpus: &[usize], e: &LinuxError) 
 
 /// Checks what can be checked before any thread exists.
 fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
-    if w.threads.is_empty() {
+    if w.initial_threads().next().is_none() {
         return Err(RunError::NoThreads);
+    }
+    // Forked threads get the ids after the initial ones (fork.rs), which needs the initial
+    // threads first, as the model promises.
+    if let Some(i) = w.threads.iter().position(|t| t.forked) {
+        if let Some(t) = w.threads[i..].iter().find(|t| !t.forked) {
+            return Err(RunError::BadThread {
+                thread: t.name.clone(),
+                message: "threads started with the run must precede the threads only `fork` starts".into(),
+            });
+        }
+    }
+    let buffers = w.threads.iter().any(sync::uses_buffer);
+    if buffers && (w.settings.mem_buffer_size == 0 || usize::try_from(w.settings.mem_buffer_size).is_err()) {
+        return Err(RunError::Setting {
+            key: "global.mem_buffer_size",
+            message: format!(
+                "`mem` and `iorun` need a buffer of 1 byte or more that this machine can address,                  not {}",
+                w.settings.mem_buffer_size
+            ),
+        });
     }
     for t in &w.threads {
         let bad = |message: String| RunError::BadThread {
@@ -315,18 +353,24 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
         if t.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
             return Err(bad("no events to run".into()));
         }
-        if let Some((phase, e)) =
-            t.first_unsupported(|e| !e.is_sync() && !matches!(e, Event::Mem { .. } | Event::IoRun { .. }))
-        {
+        if let Some(g) = &t.taskgroup {
             return Err(bad(format!(
-                "phase {phase}: the `{}` event is not supported by `pacer run` yet",
-                e.rtapp_name()
+                "`taskgroup` ({g}) is not supported by `pacer run`: it does not move threads \
+                 between cgroups; remove it, or place the whole run in a cgroup yourself"
             )));
         }
-        if t.forked {
-            return Err(bad(
-                "threads started by `fork` are not supported by `pacer run` yet".into(),
-            ));
+        for (what, v) in [("util_min", t.util_min), ("util_max", t.util_max)] {
+            if let Some(v) = v.filter(|&v| v > uclamp::UTIL_MAX) {
+                return Err(bad(format!(
+                    "{what} {v} is out of range (0–{})",
+                    uclamp::UTIL_MAX
+                )));
+            }
+        }
+        for (i, p) in t.phases.iter().enumerate() {
+            for e in &p.events {
+                sync::check_resources(w, e).map_err(|m| bad(format!("phase {i}: {m}")))?;
+            }
         }
         let masks = std::iter::once(&t.affinity).chain(t.phases.iter().map(|p| &p.affinity));
         for cpus in masks.flatten() {
@@ -427,7 +471,10 @@ fn execute(
     sink: &mut dyn Sink,
     warnings: &mut Vec<String>,
 ) -> Result<Executed, RunError> {
-    let n = workload.threads.len();
+    // Threads started with the run: the first `n` (validate); the others only by `fork`.
+    let n = workload.initial_threads().count();
+    let shared_workload = Arc::new(workload.clone());
+    let extras = Extras::new(shared_workload.clone(), cfg.seed)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         cutoff: AtomicU64::new(u64::MAX),
@@ -439,10 +486,10 @@ fn execute(
         gate_cv: Condvar::new(),
         calibration,
         default_affinity: allowed.clone(),
+        extras,
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
-    let shared_workload = Arc::new(workload.clone());
     let open_gate = |g: Gate| {
         *shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = g;
         shared.gate_cv.notify_all();
@@ -522,6 +569,8 @@ fn execute(
     let mut jobs = 0u64;
     let mut last_progress = 0u64;
     let mut last_kick = 0u64;
+    // Forked threads the sink has been told about: ids below this.
+    let mut announced = n as ThreadId;
     let stop_now = |reason: StopReason, at: u64, stopped_by: &mut Option<(StopReason, u64)>| {
         if stopped_by.is_none() {
             *stopped_by = Some((reason, at));
@@ -533,7 +582,10 @@ fn execute(
         // The timed threads never wake the writer: it wakes on its own, drains what they queued
         // meanwhile and checks the signals and the clock.
         std::thread::sleep(std::time::Duration::from_nanos(POLL_NS));
-        let drained = outbox.drain(|m| deliver(m, &mut *sink, &mut sink_error, &mut jobs));
+        let drained = outbox.drain(|m| {
+            announce(&m, &shared, &mut *sink, &mut announced);
+            deliver(m, &mut *sink, &mut sink_error, &mut jobs)
+        });
         if drained == Drained::Disconnected {
             // Every timed thread has ended and everything they queued has been handled.
             break;
@@ -561,6 +613,9 @@ fn execute(
                     sys::kick(h.as_pthread_t());
                 }
             }
+            shared.extras.forks.each_running(sys::kick);
+            // Threads blocked in a condition, a barrier or a semaphore (sync.rs).
+            shared.extras.objects.wake_all();
         }
         if now >= t0 && now >= last_progress + PROGRESS_NS {
             last_progress = now;
@@ -568,7 +623,17 @@ fn execute(
         }
     }
 
-    let results = join_all(handles);
+    let mut results = join_all(handles);
+    // No thread is left to fork: every sender is gone.
+    let mut all_names: Vec<String> = workload.threads[..n].iter().map(|t| t.name.clone()).collect();
+    for f in shared.extras.forks.take() {
+        if f.id >= announced {
+            sink.thread_started(f.id, &f.name);
+            announced = f.id + 1;
+        }
+        all_names.push(f.name);
+        results.push(f.handle.join().ok());
+    }
     let ended = results.iter().flatten().map(|r| r.ended).max().unwrap_or(t0);
     let (stopped_by, horizon_ns) = match stopped_by {
         Some((StopReason::Signal(s), at)) => (StopReason::Signal(s), at.saturating_sub(t0)),
@@ -587,21 +652,21 @@ fn execute(
             )
         }
     };
-    let mut names = Vec::with_capacity(n);
-    let mut counters = Vec::with_capacity(n);
-    let mut threads = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(results.len());
+    let mut counters = Vec::with_capacity(results.len());
+    let mut threads = Vec::with_capacity(results.len());
     let mut dropped = 0;
-    for (spec, r) in workload.threads.iter().zip(&results) {
-        names.push(spec.name.clone());
+    for (name, r) in all_names.iter().zip(&results) {
+        names.push(name.clone());
         match r {
             Some(r) => {
                 counters.push(r.counters);
                 dropped += r.dropped;
                 if let Some(e) = &r.demote_error {
-                    warnings.push(format!("thread `{}` could not demote itself: {e}", spec.name));
+                    warnings.push(format!("thread `{}` could not demote itself: {e}", name));
                 }
                 threads.push(ThreadReport {
-                    name: spec.name.clone(),
+                    name: name.clone(),
                     tid: r.tid,
                     policy_applied: r.applied,
                     policy_at_exit: r.at_exit,
@@ -609,13 +674,10 @@ fn execute(
                 });
             }
             None => {
-                warnings.push(format!(
-                    "thread `{}` panicked; its counters are missing",
-                    spec.name
-                ));
+                warnings.push(format!("thread `{}` panicked; its counters are missing", name));
                 counters.push(TaskCounters::default());
                 threads.push(ThreadReport {
-                    name: spec.name.clone(),
+                    name: name.clone(),
                     tid: 0,
                     policy_applied: None,
                     policy_at_exit: None,
@@ -631,6 +693,7 @@ fn execute(
         horizon_ns,
         origin_ns: t0,
         calibration,
+        rtapp_ns_per_loop: shared.extras.rtapp_ns_per_loop,
         seed: cfg.seed,
         stopped_by,
         jobs,
@@ -693,6 +756,22 @@ impl Drop for WriterAffinity {
         // Nothing to report to at this point; a failure leaves the thread on a subset of its
         // CPUs, which the caller may use anyway.
         let _ = sched::set_affinity(0, &self.original);
+    }
+}
+
+/// Tells the sink about forked threads up to the one `m` comes from, before its first record.
+fn announce(m: &Msg, shared: &Shared, sink: &mut dyn Sink, announced: &mut ThreadId) {
+    let t = match m {
+        Msg::Job(r) => r.thread,
+        Msg::Log(t, _) => *t,
+    };
+    if t < *announced {
+        return;
+    }
+    // Registered before the thread could send anything (fork.rs).
+    for (id, name) in shared.extras.forks.names_from(*announced) {
+        sink.thread_started(id, &name);
+        *announced = id + 1;
     }
 }
 

@@ -113,6 +113,17 @@ impl<W: Write> JobCsv<W> {
         self.keep_error(result);
     }
 
+    /// Names thread `thread` in the rows that follow: a thread that appears during a run (one
+    /// started by an rt-app `fork` event). Threads in between without a name keep `t<i>`.
+    pub fn set_name(&mut self, thread: u32, name: &str) {
+        let i = thread as usize;
+        while self.names.len() <= i {
+            let n = self.names.len();
+            self.names.push(format!("t{n}"));
+        }
+        self.names[i] = name.to_string();
+    }
+
     /// The first I/O error met so far, if any (writing stopped there).
     pub fn error(&self) -> Option<&io::Error> {
         self.error.as_ref()
