@@ -438,21 +438,28 @@ fn events_naming_the_wrong_kind_of_resource_are_refused() {
     assert!(msg.contains("does not exist"), "{msg}");
 }
 
-/// `parent` forks `child` three times, 20 ms apart; each child runs 2 passes.
-fn forking(child_policy: Policy) -> Workload {
+/// `parent` forks `child` three times, 20 ms apart; each child runs 2 passes. The template comes
+/// first in the file when `template_first` (rt-app allows any order).
+fn forking(child_policy: Policy, template_first: bool) -> Workload {
     let mut child = thread("child", Some(2), vec![run_us(100), sleep_us(1000)]);
     child.forked = true;
     child.policy = child_policy;
+    let target = if template_first { 0 } else { 1 };
     let parent = ThreadSpec {
         rtapp_name: Some("parent-0".into()),
         ..thread(
             "parent",
             Some(3),
-            vec![Event::Fork { thread: 1 }, sleep_us(20_000)],
+            vec![Event::Fork { thread: target }, sleep_us(20_000)],
         )
     };
+    let threads = if template_first {
+        vec![child, parent]
+    } else {
+        vec![parent, child]
+    };
     Workload {
-        threads: vec![parent, child],
+        threads,
         ..Workload::default()
     }
 }
@@ -460,7 +467,13 @@ fn forking(child_policy: Policy) -> Workload {
 #[test]
 fn forked_threads_run_with_rt_app_names_and_their_own_records() {
     let _g = serialize();
-    let w = forking(Policy::Other { nice: 0 });
+    for template_first in [false, true] {
+        check_forks(template_first);
+    }
+}
+
+fn check_forks(template_first: bool) {
+    let w = forking(Policy::Other { nice: 0 }, template_first);
     let (report, sink) = execute(&w, &config(None)).expect("runs");
     assert_eq!(report.stopped_by, StopReason::Finished);
     // rt-app's names: <task>-<index>-<nfork>, the index counting from the initial threads.
@@ -495,7 +508,7 @@ fn forked_threads_run_with_rt_app_names_and_their_own_records() {
 fn forked_threads_get_their_policy_and_give_it_back() {
     let _g = serialize();
     require(Need::Root);
-    let w = forking(Policy::Fifo { priority: 20 });
+    let w = forking(Policy::Fifo { priority: 20 }, false);
     let (report, _) = execute(&w, &config(None)).expect("runs");
     for t in &report.threads[1..] {
         assert_eq!(t.policy_applied, Some(Policy::Fifo { priority: 20 }), "{t:?}");

@@ -114,18 +114,22 @@ pub(crate) struct Instance {
     pub spec: usize,
     /// When it was forked (CLOCK_MONOTONIC ns); 0 for the threads started with the run.
     pub spawned_at: u64,
+    /// Its stream of execution-time draws: its spec's index for a thread started with the run
+    /// (the simulator's), past every spec's for a forked one.
+    pub rng_index: usize,
     /// Its private copies of timers, (timer id, next expiry).
     private: Vec<(usize, AtomicU64)>,
     shared: Arc<Shared>,
 }
 
 impl Instance {
-    /// A thread started with the run: its id is its spec's index.
-    pub(crate) fn initial(spec: usize, shared: Arc<Shared>) -> Instance {
+    /// A thread started with the run, of spec `spec`, with id `id`.
+    pub(crate) fn initial(spec: usize, id: ThreadId, shared: Arc<Shared>) -> Instance {
         Instance {
-            id: spec as ThreadId,
+            id,
             spec,
             spawned_at: 0,
+            rng_index: spec,
             private: Vec::new(),
             shared,
         }
@@ -176,6 +180,7 @@ impl Instance {
             id,
             spec: target,
             spawned_at: now,
+            rng_index: workload.threads.len() + id as usize,
             private: private_timers(workload, target),
             shared: shared.clone(),
         };

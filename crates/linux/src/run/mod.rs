@@ -325,16 +325,6 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
     if w.initial_threads().next().is_none() {
         return Err(RunError::NoThreads);
     }
-    // Forked threads get the ids after the initial ones (fork.rs), which needs the initial
-    // threads first, as the model promises.
-    if let Some(i) = w.threads.iter().position(|t| t.forked) {
-        if let Some(t) = w.threads[i..].iter().find(|t| !t.forked) {
-            return Err(RunError::BadThread {
-                thread: t.name.clone(),
-                message: "threads started with the run must precede the threads only `fork` starts".into(),
-            });
-        }
-    }
     let buffers = w.threads.iter().any(sync::uses_buffer);
     if buffers && (w.settings.mem_buffer_size == 0 || usize::try_from(w.settings.mem_buffer_size).is_err()) {
         return Err(RunError::Setting {
@@ -471,8 +461,10 @@ fn execute(
     sink: &mut dyn Sink,
     warnings: &mut Vec<String>,
 ) -> Result<Executed, RunError> {
-    // Threads started with the run: the first `n` (validate); the others only by `fork`.
-    let n = workload.initial_threads().count();
+    // Threads started with the run, ids 0..n in file order (rt-app's indexes); the others start
+    // only by `fork` and get the ids after (fork.rs).
+    let initial: Vec<usize> = workload.initial_threads().map(|(i, _)| i).collect();
+    let n = initial.len();
     let shared_workload = Arc::new(workload.clone());
     let extras = Extras::new(shared_workload.clone(), cfg.seed)?;
     let shared = Arc::new(Shared {
@@ -496,7 +488,7 @@ fn execute(
     };
 
     let mut handles: Vec<JoinHandle<ThreadResult>> = Vec::with_capacity(n);
-    for i in 0..n {
+    for (id, &i) in initial.iter().enumerate() {
         let (w, s, tx, ready) = (
             shared_workload.clone(),
             shared.clone(),
@@ -504,7 +496,9 @@ fn execute(
             ready_tx.clone(),
         );
         let seed = cfg.seed;
-        match std::thread::Builder::new().spawn(move || thread::thread_main(i, w, s, tx, ready, seed)) {
+        match std::thread::Builder::new()
+            .spawn(move || thread::thread_main(i, id as ThreadId, w, s, tx, ready, seed))
+        {
             Ok(h) => handles.push(h),
             Err(e) => {
                 open_gate(Gate::Abort);
@@ -625,7 +619,10 @@ fn execute(
 
     let mut results = join_all(handles);
     // No thread is left to fork: every sender is gone.
-    let mut all_names: Vec<String> = workload.threads[..n].iter().map(|t| t.name.clone()).collect();
+    let mut all_names: Vec<String> = initial
+        .iter()
+        .map(|&i| workload.threads[i].name.clone())
+        .collect();
     for f in shared.extras.forks.take() {
         if f.id >= announced {
             sink.thread_started(f.id, &f.name);

@@ -276,9 +276,11 @@ struct Interp<'a> {
     rtapp_chunk: u64,
 }
 
-/// Body of timed thread `idx`: setup, start gate, run, demotion.
+/// Body of the timed thread of spec `idx`, whose records carry id `id` (its rank among the
+/// threads started with the run): setup, start gate, run, demotion.
 pub(crate) fn thread_main(
     idx: usize,
+    id: ThreadId,
     workload: Arc<Workload>,
     shared: Arc<Shared>,
     tx: Sender<Msg>,
@@ -300,11 +302,11 @@ pub(crate) fn thread_main(
     let ((affinity, policy), local) = match setup {
         Ok(ok) => {
             result.applied = sched::get_policy(0).ok();
-            let _ = ready.send((idx, Ok(())));
+            let _ = ready.send((id as usize, Ok(())));
             ok
         }
         Err(e) => {
-            let _ = ready.send((idx, Err(e)));
+            let _ = ready.send((id as usize, Err(e)));
             demote(&mut result);
             return result;
         }
@@ -321,7 +323,7 @@ pub(crate) fn thread_main(
         demote(&mut result);
         return result;
     };
-    let inst = Instance::initial(idx, shared.clone());
+    let inst = Instance::initial(idx, id, shared.clone());
     run_thread(
         inst,
         spec,
@@ -421,7 +423,7 @@ fn run_thread<'a>(
         spec,
         shared,
         tx,
-        rng: pacer_workload::thread_rng(seed, inst.id as usize),
+        rng: pacer_workload::thread_rng(seed, inst.rng_index),
         t0,
         t_first: t0.saturating_add(spec.start_delay.ns()),
         rel_deadline: spec.relative_deadline_ns(),
