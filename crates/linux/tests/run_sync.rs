@@ -685,3 +685,107 @@ fn taskgroups_are_refused_and_clamps_need_kernel_support() {
         }
     }
 }
+
+#[test]
+fn sigterm_ends_a_run_whose_threads_are_blocked() {
+    let _g = serialize();
+    // SIGTERM for this thread, blocked first so that it can only be read by the run's signalfd
+    // (the run restores this mask afterwards and consumes what is pending).
+    // SAFETY: plain signal-set manipulation on local storage; pthread_self has no preconditions.
+    let me = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::pthread_self()
+    };
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: `me` is the test thread, alive until this thread is joined.
+        unsafe { libc::pthread_kill(me, libc::SIGTERM) };
+    });
+    let w = blocked_everywhere(Policy::Other { nice: 0 });
+    let t = std::time::Instant::now();
+    let result = execute(&w, &config(None));
+    let took = t.elapsed();
+    killer.join().unwrap();
+    // SAFETY: as above.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+    let (report, _) = result.expect("runs");
+    eprintln!("SIGTERM after 300 ms; the run took {took:?}");
+    assert_eq!(report.stopped_by, StopReason::Signal(libc::SIGTERM));
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+}
+
+/// Priority inversion on one CPU: `low` holds the mutex for 40 ms of work, `mid` (started 5 ms
+/// later) runs 150 ms, `high` (10 ms later) wants the mutex. With priority inheritance `low`
+/// runs at `high`'s priority and `high` gets the mutex after ≈ 40 ms; without, only after `mid`.
+fn inversion(pi: bool, cpu: usize) -> Workload {
+    let m = ResourceId(0);
+    let fifo = |name: &str, prio: u8, delay_ms: u64, events: Vec<Event>| ThreadSpec {
+        policy: Policy::Fifo { priority: prio },
+        affinity: Some(vec![cpu]),
+        start_delay: Duration::from_ms(delay_ms),
+        ..thread(name, Some(1), events)
+    };
+    let mut w = Workload {
+        threads: vec![
+            fifo(
+                "low",
+                10,
+                0,
+                vec![
+                    Event::Lock { mutex: m },
+                    run_us(40_000),
+                    Event::Unlock { mutex: m },
+                ],
+            ),
+            fifo("mid", 20, 5, vec![run_us(150_000)]),
+            fifo(
+                "high",
+                30,
+                10,
+                vec![Event::Lock { mutex: m }, Event::Unlock { mutex: m }, run_us(100)],
+            ),
+        ],
+        resources: resources(&[("m", ResourceKind::Mutex)]),
+        ..Workload::default()
+    };
+    w.settings.pi_enabled = pi;
+    w
+}
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn pi_enabled_mutexes_inherit_priority() {
+    let _g = serialize();
+    require(Need::Root);
+    let cpu = *pacer_linux::sched::get_affinity(0).unwrap().last().unwrap();
+    let mut finish = Vec::new();
+    for pi in [true, false] {
+        let (_, sink) = execute(&inversion(pi, cpu), &config(None)).expect("runs");
+        // high's one job: from its release (10 ms) to the end of its pass.
+        let high: Vec<_> = sink.all.jobs.iter().filter(|j| j.thread == 2).collect();
+        let f = high[0].finish;
+        eprintln!("pi_enabled {pi}: high finished at {} ms", f / MS);
+        finish.push(f);
+    }
+    assert!(
+        finish[0] < 90 * MS,
+        "with PI high waits for low's 40 ms only: {} ms",
+        finish[0] / MS
+    );
+    assert!(
+        finish[1] > 150 * MS,
+        "without PI high waits for mid too: {} ms",
+        finish[1] / MS
+    );
+}
