@@ -123,6 +123,10 @@ struct RunInfo {
     /// ns per loop of the busy loop, and how it was obtained.
     calibration_ns_per_loop: f64,
     calibration: Calibration,
+    /// The file's numeric `global.calibration`: `run` events then use rt-app's loop at this
+    /// many ns per loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtapp_ns_per_loop: Option<u64>,
     cpus: u32,
     /// Length of the run, ns.
     duration_ns: u64,
@@ -286,6 +290,9 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
             report.jobs,
             stop_text(report.stopped_by)
         );
+        if let Some(p) = report.rtapp_ns_per_loop {
+            println!("`run` events used rt-app's loop at {p} ns/loop, the file's `global.calibration`\n");
+        }
         print!("{}", render_text_labelled(summary, "run time (s)"));
         return Ok(());
     }
@@ -294,6 +301,7 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
         seed: report.seed,
         calibration_ns_per_loop: cal.ns_per_loop(),
         calibration: cal,
+        rtapp_ns_per_loop: report.rtapp_ns_per_loop,
         cpus: report.cpus,
         duration_ns: report.horizon_ns,
         stopped_by: report.stopped_by,
