@@ -447,6 +447,22 @@ mod tests {
     }
 
     #[test]
+    fn threads_named_during_the_run() {
+        let mut csv = JobCsv::new(Vec::new(), vec!["a".into()]);
+        csv.write(&rec(3, 0, 0, 1_000_000));
+        csv.set_name(3, "child-3-0000");
+        csv.write(&rec(3, 1, 0, 2_000_000));
+        csv.write(&rec(2, 0, 0, 2_000_000));
+        let out = String::from_utf8(csv.finish().unwrap()).unwrap();
+        let tasks: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        assert_eq!(tasks, ["t3", "child-3-0000", "t2"]);
+    }
+
+    #[test]
     fn unnamed_thread_and_quoting() {
         let mut csv = JobCsv::new(Vec::new(), vec!["a,\"b\"".into()]);
         csv.write(&rec(0, 0, 0, 3_000_000));
