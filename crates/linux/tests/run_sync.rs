@@ -640,6 +640,7 @@ fn a_numeric_calibration_runs_rt_app_s_loop_for_rt_app_s_count() {
         best = best.min(t.elapsed().as_nanos() as u64);
     }
     let here = (best / n).max(1);
+    eprintln!("rt-app's loop here: {:.2} ns/loop", best as f64 / n as f64);
     // A file calibrated on a machine twice as slow: `run 20000` is half as many loops, so it
     // takes about 10 ms here.
     let mut w = Workload {
