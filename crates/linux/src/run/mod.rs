@@ -9,12 +9,14 @@
 //! lives here.
 //!
 //! How a run goes:
-//! 1. the workload is checked (threads, events, CPUs) and the busy loop calibrated
-//!    ([`calibrate`]) unless a calibration is given;
+//! 1. the workload is checked (threads, events and the resources they name, CPUs) and the busy
+//!    loop calibrated ([`calibrate`]) unless a calibration is given; the mutexes, conditions,
+//!    barriers and semaphores are created and `global.io_device` opened (`sync.rs`);
 //! 2. SIGINT, SIGTERM and SIGHUP are blocked in the calling thread (and so in the threads it
 //!    creates) and read from a signalfd, so a signal ends the run between events instead of
 //!    killing threads that hold real-time policies;
-//! 3. one thread per workload thread is created; each names itself, sets its own affinity and
+//! 3. one thread per workload thread started with the run is created (`fork` events start the
+//!    others later, `fork.rs`); each names itself, sets its own affinity and
 //!    policy (SCHED_DEADLINE with RESET_ON_FORK) and reports; if any fails (EPERM, EBUSY, EINVAL)
 //!    the others are released without running and the run fails with that thread's error;
 //! 4. all threads start from a common origin (time 0 of every record); the calling thread
@@ -24,7 +26,8 @@
 //!    writer moves to the CPUs no timed thread may use, when there are some, so that its work
 //!    stays off the measured CPUs; its affinity comes back afterwards;
 //! 5. at the end of the duration, on a signal, or when a thread fails, the run stops: every
-//!    thread notices between events (a sleeping one is woken by a signal), demotes itself to
+//!    thread notices between events (a sleeping one is woken by a signal, a blocked one by the
+//!    writer's broadcasts and posts, `sync.rs`), unlocks the mutexes it holds, demotes itself to
 //!    SCHED_OTHER and ends.
 //!
 //! The job semantics and the measurement of each column are in `thread.rs` and docs/linux.md.
