@@ -171,7 +171,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn stopping(&self) -> bool {
+    fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
 
@@ -180,7 +180,7 @@ impl Shared {
     }
 
     /// Records a run-time error (the first one wins) and stops the run.
-    pub(crate) fn fail(&self, e: RunError) {
+    fn fail(&self, e: RunError) {
         let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
             *slot = Some(e);
