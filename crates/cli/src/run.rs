@@ -106,6 +106,12 @@ impl executor::Sink for Sinks {
         }
     }
 
+    fn thread_started(&mut self, thread: ThreadId, name: &str) {
+        if let Some(csv) = &mut self.csv {
+            csv.set_name(thread, name);
+        }
+    }
+
     fn progress(&mut self, elapsed_ns: u64) {
         if let Some(b) = &self.bar {
             b.set_position(elapsed_ns / 1_000_000);
@@ -130,6 +136,10 @@ struct RunInfo {
     /// ns per loop of the busy loop, and how it was obtained.
     calibration_ns_per_loop: f64,
     calibration: Calibration,
+    /// The file's numeric `global.calibration`: `run` events then use rt-app's loop at this
+    /// many ns per loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtapp_ns_per_loop: Option<u64>,
     cpus: u32,
     /// Length of the run, ns.
     duration_ns: u64,
@@ -204,7 +214,8 @@ pub fn run(a: Args) -> Result<()> {
     if duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration: expected a run time > 0");
     }
-    let names: Vec<String> = workload.threads.iter().map(|t| t.name.clone()).collect();
+    // Threads started with the run; those a `fork` event starts are named as they start.
+    let names: Vec<String> = workload.initial_threads().map(|(_, t)| t.name.clone()).collect();
     let plan = log_plan(&a, &workload);
     let flag = if a.log_dir.is_some() {
         "--log-dir"
@@ -330,6 +341,9 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
             report.jobs,
             stop_text(report.stopped_by)
         );
+        if let Some(p) = report.rtapp_ns_per_loop {
+            println!("`run` events used rt-app's loop at {p} ns/loop, the file's `global.calibration`\n");
+        }
         print!("{}", render_text_labelled(summary, "run time (s)"));
         return Ok(());
     }
@@ -338,6 +352,7 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
         seed: report.seed,
         calibration_ns_per_loop: cal.ns_per_loop(),
         calibration: cal,
+        rtapp_ns_per_loop: report.rtapp_ns_per_loop,
         cpus: report.cpus,
         duration_ns: report.horizon_ns,
         stopped_by: report.stopped_by,

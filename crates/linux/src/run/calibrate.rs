@@ -10,8 +10,15 @@
 //! model. The value is kept in picoseconds per loop, because one loop lasts only tens of
 //! nanoseconds and whole nanoseconds would round it by several per cent.
 //!
-//! rt-app's own `calibration` values do not apply (they time a different loop), so pacer measures
-//! its own or takes `--calibration`.
+//! rt-app's own `calibration` values time a different loop, so they cannot be given to pacer's.
+//! When a file gives a numeric `global.calibration` (p ns per loop), rt-app runs
+//! floor(t·1000/p) iterations of its own loop for `run t` (t in µs; `loadwait()`, one burst per
+//! whole second first), so how long a `run` takes depends on how p compares with this machine:
+//! a file calibrated on a slower machine runs longer here. To keep that meaning, `pacer run` then
+//! runs rt-app's loop ([`rtapp_waste`], rt-app's `waste_cpu_cycles()` as gcc compiles it: four
+//! libm `ldexp` calls per iteration, see there why not twelve) for rt-app's number of iterations
+//! ([`rtapp_loops`]). Without a numeric calibration (`"CPU0"`, the default) `run` does its work
+//! with pacer's loop and pacer's calibration, as above. `runtime` is wall-clock time either way.
 
 use std::hint::black_box;
 
@@ -77,6 +84,81 @@ pub fn waste(loops: u64) {
         x = black_box(x);
     }
     black_box(x);
+}
+
+extern "C" {
+    // libm, which the standard library already links on Linux.
+    fn ldexp(x: f64, exp: libc::c_int) -> f64;
+}
+
+/// The exponent of the outer `ldexp` of rt-app's loop: `(int)ldexp(0.95, (int)ldexp(0.95, 4))`
+/// = `(int)ldexp(0.95, 15)` = `(int)31129.6`.
+const RTAPP_EXPONENT: libc::c_int = 31129;
+
+/// Runs `loops` iterations of rt-app's busy loop (`waste_cpu_cycles()` in src/rt-app.c), as the
+/// compiled rt-app runs it.
+///
+/// The source makes four `ldexp(0.95, ldexp(0.95, ldexp(0.95, 4)))` per iteration, but the two
+/// inner calls have exact constant results, so gcc folds them (to the `int` exponent 31129) and
+/// keeps only the outer call, which overflows to infinity and sets `errno` (a side effect it may
+/// not drop): four libm calls per iteration. That is what Debian's rt-app 1.0 binary does
+/// (`objdump -d /usr/bin/rt-app`: `mov $0x7999,%edi; call ldexp@plt`, four times per loop) and
+/// what any `-O2` build does. On x86-64 the loop is assembly that makes exactly those calls, so
+/// that its speed does not depend on pacer's optimisation level (a debug build's loop overhead
+/// would be a large part of the ≈ 13 ns an iteration takes here).
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+pub fn rtapp_waste(loops: u64) {
+    if loops == 0 {
+        return;
+    }
+    // gcc keeps `param` in memory and reloads it before every call; so does this loop.
+    static PARAM: f64 = 0.95;
+    // SAFETY: the block calls libm's ldexp(double, int) with the C ABI: the argument in xmm0
+    // (loaded from PARAM, whose address is in r14) and edi, the stack aligned for a call as Rust
+    // guarantees at the start of an asm block without `nostack`; `clobber_abi("C")` declares
+    // every register the callee may change, and r13 (the count) and r14 are callee-saved, so
+    // the calls preserve them. `loops` ≥ 1, so the count down ends at 0.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            ".rept 4",
+            "mov rax, qword ptr [r14]",
+            "mov edi, {e}",
+            "movq xmm0, rax",
+            "call {f}",
+            ".endr",
+            "dec r13",
+            "jnz 2b",
+            inout("r13") loops => _,
+            in("r14") &PARAM,
+            e = const RTAPP_EXPONENT,
+            f = sym ldexp,
+            clobber_abi("C"),
+        );
+    }
+}
+
+/// Runs `loops` iterations of rt-app's busy loop (portable version: the same four libm calls).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(never)]
+pub fn rtapp_waste(loops: u64) {
+    for _ in 0..loops {
+        for _ in 0..4 {
+            // SAFETY: ldexp is a libm function of two numbers.
+            black_box(unsafe { ldexp(black_box(0.95), black_box(RTAPP_EXPONENT)) });
+        }
+    }
+}
+
+/// rt-app's iterations of its loop for `run exec_us` at `ns_per_loop` (`loadwait()`): whole
+/// seconds as bursts of floor(10⁹/p), then floor(rest·1000/p).
+pub fn rtapp_loops(exec_us: u64, ns_per_loop: u64) -> u64 {
+    let p = ns_per_loop.max(1);
+    let secs = exec_us / 1_000_000;
+    let rest = exec_us % 1_000_000;
+    secs.saturating_mul(1_000_000_000 / p)
+        .saturating_add(rest * 1000 / p)
 }
 
 /// Speed of the busy loop on this machine.
@@ -193,6 +275,32 @@ mod tests {
             best > 4_000_000 && best < 10_000_000,
             "5 ms of work took {best} ns of CPU"
         );
+    }
+
+    #[test]
+    fn rtapp_iterations_follow_loadwait() {
+        assert_eq!(rtapp_loops(1000, 100), 10_000);
+        assert_eq!(rtapp_loops(999, 7), 142_714);
+        // 2.5 s at 3 ns: two bursts of floor(1e9/3) and floor(500000·1000/3).
+        assert_eq!(rtapp_loops(2_500_000, 3), 2 * 333_333_333 + 166_666_666);
+        assert_eq!(rtapp_loops(5, 0), 5000);
+    }
+
+    #[test]
+    fn rtapp_loop_takes_time_in_proportion() {
+        // Not folded away: 10× the iterations take clearly longer than 1×.
+        let time = |n| {
+            let mut best = u64::MAX;
+            for _ in 0..3 {
+                let t = sys::thread_cpu_ns();
+                rtapp_waste(n);
+                best = best.min(sys::thread_cpu_ns() - t);
+            }
+            best
+        };
+        let one = time(20_000);
+        let ten = time(200_000);
+        assert!(one > 0 && ten > 5 * one, "{one} ns vs {ten} ns");
     }
 
     #[test]

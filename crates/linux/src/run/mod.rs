@@ -9,12 +9,14 @@
 //! lives here.
 //!
 //! How a run goes:
-//! 1. the workload is checked (threads, events, CPUs) and the busy loop calibrated
-//!    ([`calibrate`]) unless a calibration is given;
+//! 1. the workload is checked (threads, events and the resources they name, CPUs) and the busy
+//!    loop calibrated ([`calibrate`]) unless a calibration is given; the mutexes, conditions,
+//!    barriers and semaphores are created and `global.io_device` opened (`sync.rs`);
 //! 2. SIGINT, SIGTERM and SIGHUP are blocked in the calling thread (and so in the threads it
 //!    creates) and read from a signalfd, so a signal ends the run between events instead of
 //!    killing threads that hold real-time policies;
-//! 3. one thread per workload thread is created; each names itself, sets its own affinity and
+//! 3. one thread per workload thread started with the run is created (`fork` events start the
+//!    others later, `fork.rs`); each names itself, sets its own affinity and
 //!    policy (SCHED_DEADLINE with RESET_ON_FORK) and reports; if any fails (EPERM, EBUSY, EINVAL)
 //!    the others are released without running and the run fails with that thread's error;
 //! 4. all threads start from a common origin (time 0 of every record); the calling thread
@@ -26,16 +28,22 @@
 //!    timed thread, the writer runs at SCHED_IDLE instead (when it may come back from it), so
 //!    that it never preempts a SCHED_OTHER thread when it wakes up;
 //! 5. at the end of the duration, on a signal, or when a thread fails, the run stops: every
-//!    thread notices between events (a sleeping one is woken by a signal), demotes itself to
+//!    thread notices between events (a sleeping one is woken by a signal, a blocked one by the
+//!    writer's broadcasts and posts, `sync.rs`), unlocks the mutexes it holds, demotes itself to
 //!    SCHED_OTHER and ends.
 //!
 //! The job semantics and the measurement of each column are in `thread.rs` and docs/linux.md.
 
 pub mod calibrate;
+mod fork;
 pub mod log;
 pub mod marker;
+mod sync;
 pub(crate) mod sys;
 mod thread;
+mod uclamp;
+
+pub use self::fork::FORKS_LIMIT;
 
 use std::io;
 use std::os::unix::thread::JoinHandleExt;
@@ -47,13 +55,14 @@ use std::thread::JoinHandle;
 
 use pacer_model::{Duration, Policy};
 use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
-use pacer_workload::{Event, FtraceCategories, ThreadSpec, Workload};
+use pacer_workload::{FtraceCategories, ThreadSpec, Workload};
 use serde::Serialize;
 
 pub use self::calibrate::Calibration;
 pub use self::log::{LogMode, LogRow, RtAppLogs};
 pub use self::marker::MarkerError;
 use self::marker::Markers;
+use self::sync::Extras;
 use self::thread::{Drained, End, Gate, Msg, Outbox, Shared, ThreadResult, UNSET};
 use crate::sched::{self, LinuxError};
 use crate::signals::{SignalFd, TERMINATING};
@@ -119,6 +128,9 @@ pub trait Sink {
     }
     /// Called about every 100 ms with the time since the origin.
     fn progress(&mut self, _elapsed_ns: u64) {}
+    /// A thread started by a `fork` event gets id `thread` (after the threads started with the
+    /// run, in fork order) and this name; called before any record of it.
+    fn thread_started(&mut self, _thread: ThreadId, _name: &str) {}
 }
 
 /// A [`Sink`] that keeps everything in memory (tests, small runs).
@@ -170,6 +182,8 @@ pub struct ThreadReport {
 pub struct RunReport {
     /// Thread names, in thread order.
     pub names: Vec<String>,
+    /// Threads started with the run, then those started by `fork` events (in fork order, their
+    /// names rt-app's `<task>-<index>-<nfork>`); the index is the [`ThreadId`] of the records.
     /// Per-thread counters from the kernel (switches from `getrusage`, migrations from
     /// /proc/thread-self/sched, CPU time from CLOCK_THREAD_CPUTIME_ID) over the run.
     pub counters: Vec<TaskCounters>,
@@ -179,6 +193,9 @@ pub struct RunReport {
     /// CLOCK_MONOTONIC of the origin (time 0 of every record), ns.
     pub origin_ns: u64,
     pub calibration: Calibration,
+    /// The file's numeric `global.calibration` (ns per loop of rt-app's loop), which `run`
+    /// events then follow instead of `calibration` (calibrate.rs).
+    pub rtapp_ns_per_loop: Option<u64>,
     pub seed: u64,
     pub stopped_by: StopReason,
     /// Jobs reported to the sink.
@@ -226,6 +243,10 @@ pub enum RunError {
     /// The ftrace markers the workload asks for cannot be written.
     #[error(transparent)]
     Markers(#[from] MarkerError),
+    /// A global setting of the file cannot be used (`key` is its JSON path, e.g.
+    /// `global.io_device`).
+    #[error("`{key}`: {message}")]
+    Setting { key: &'static str, message: String },
 }
 
 impl RunError {
@@ -326,8 +347,18 @@ pub(crate) fn affinity_error(spec: &ThreadSpec, cpus: &[usize], e: &LinuxError) 
 
 /// Checks what can be checked before any thread exists.
 fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
-    if w.threads.is_empty() {
+    if w.initial_threads().next().is_none() {
         return Err(RunError::NoThreads);
+    }
+    let buffers = w.threads.iter().any(sync::uses_buffer);
+    if buffers && (w.settings.mem_buffer_size == 0 || usize::try_from(w.settings.mem_buffer_size).is_err()) {
+        return Err(RunError::Setting {
+            key: "global.mem_buffer_size",
+            message: format!(
+                "`mem` and `iorun` need a buffer of 1 byte or more that this machine can address,                  not {}",
+                w.settings.mem_buffer_size
+            ),
+        });
     }
     for t in &w.threads {
         let bad = |message: String| RunError::BadThread {
@@ -337,18 +368,24 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
         if t.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
             return Err(bad("no events to run".into()));
         }
-        if let Some((phase, e)) =
-            t.first_unsupported(|e| !e.is_sync() && !matches!(e, Event::Mem { .. } | Event::IoRun { .. }))
-        {
+        if let Some(g) = &t.taskgroup {
             return Err(bad(format!(
-                "phase {phase}: the `{}` event is not supported by `pacer run` yet",
-                e.rtapp_name()
+                "`taskgroup` ({g}) is not supported by `pacer run`: it does not move threads \
+                 between cgroups; remove it, or place the whole run in a cgroup yourself"
             )));
         }
-        if t.forked {
-            return Err(bad(
-                "threads started by `fork` are not supported by `pacer run` yet".into(),
-            ));
+        for (what, v) in [("util_min", t.util_min), ("util_max", t.util_max)] {
+            if let Some(v) = v.filter(|&v| v > uclamp::UTIL_MAX) {
+                return Err(bad(format!(
+                    "{what} {v} is out of range (0–{})",
+                    uclamp::UTIL_MAX
+                )));
+            }
+        }
+        for (i, p) in t.phases.iter().enumerate() {
+            for e in &p.events {
+                sync::check_resources(w, e).map_err(|m| bad(format!("phase {i}: {m}")))?;
+            }
         }
         let masks = std::iter::once(&t.affinity).chain(t.phases.iter().map(|p| &p.affinity));
         for cpus in masks.flatten() {
@@ -466,7 +503,12 @@ fn execute(
     sink: &mut dyn Sink,
     warnings: &mut Vec<String>,
 ) -> Result<Executed, RunError> {
-    let n = workload.threads.len();
+    // Threads started with the run, ids 0..n in file order (rt-app's indexes); the others start
+    // only by `fork` and get the ids after (fork.rs).
+    let initial: Vec<usize> = workload.initial_threads().map(|(i, _)| i).collect();
+    let n = initial.len();
+    let shared_workload = Arc::new(workload.clone());
+    let extras = Extras::new(shared_workload.clone(), cfg.seed)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         cutoff: AtomicU64::new(u64::MAX),
@@ -482,17 +524,17 @@ fn execute(
         log_mode: cfg
             .logs
             .unwrap_or_else(|| LogMode::from_log_size(workload.settings.log_size)),
+        extras,
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
-    let shared_workload = Arc::new(workload.clone());
     let open_gate = |g: Gate| {
         *shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = g;
         shared.gate_cv.notify_all();
     };
 
     let mut handles: Vec<JoinHandle<ThreadResult>> = Vec::with_capacity(n);
-    for i in 0..n {
+    for (id, &i) in initial.iter().enumerate() {
         let (w, s, tx, ready) = (
             shared_workload.clone(),
             shared.clone(),
@@ -500,7 +542,9 @@ fn execute(
             ready_tx.clone(),
         );
         let seed = cfg.seed;
-        match std::thread::Builder::new().spawn(move || thread::thread_main(i, w, s, tx, ready, seed)) {
+        match std::thread::Builder::new()
+            .spawn(move || thread::thread_main(i, id as ThreadId, w, s, tx, ready, seed))
+        {
             Ok(h) => handles.push(h),
             Err(e) => {
                 open_gate(Gate::Abort);
@@ -574,6 +618,8 @@ fn execute(
     let mut jobs = 0u64;
     let mut last_progress = 0u64;
     let mut last_kick = 0u64;
+    // Forked threads the sink has been told about: ids below this.
+    let mut announced = n as ThreadId;
     let stop_now = |reason: StopReason, at: u64, stopped_by: &mut Option<(StopReason, u64)>| {
         if stopped_by.is_none() {
             *stopped_by = Some((reason, at));
@@ -591,6 +637,7 @@ fn execute(
         let mut count = 0u64;
         let drained = outbox.drain(|m| {
             count += 1;
+            announce(&m, &shared, &mut *sink, &mut announced);
             deliver(m, &mut *sink, &mut sink_error, &mut jobs)
         });
         poll = next_poll(
@@ -628,6 +675,9 @@ fn execute(
                     sys::kick(h.as_pthread_t());
                 }
             }
+            shared.extras.forks.each_running(sys::kick);
+            // Threads blocked in a condition, a barrier or a semaphore (sync.rs).
+            shared.extras.objects.wake_all();
         }
         if now >= t0 && now >= last_progress + PROGRESS_NS {
             last_progress = now;
@@ -636,6 +686,19 @@ fn execute(
     }
 
     let mut results = join_all(handles);
+    // No thread is left to fork: every sender is gone.
+    let mut all_names: Vec<String> = initial
+        .iter()
+        .map(|&i| workload.threads[i].name.clone())
+        .collect();
+    for f in shared.extras.forks.take() {
+        if f.id >= announced {
+            sink.thread_started(f.id, &f.name);
+            announced = f.id + 1;
+        }
+        all_names.push(f.name);
+        results.push(f.handle.join().ok());
+    }
     // Rows the threads kept in memory reach the sink now that nothing is measured any more.
     for (i, r) in results.iter_mut().enumerate() {
         for row in r
@@ -669,21 +732,21 @@ fn execute(
             )
         }
     };
-    let mut names = Vec::with_capacity(n);
-    let mut counters = Vec::with_capacity(n);
-    let mut threads = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(results.len());
+    let mut counters = Vec::with_capacity(results.len());
+    let mut threads = Vec::with_capacity(results.len());
     let mut dropped = 0;
-    for (spec, r) in workload.threads.iter().zip(&results) {
-        names.push(spec.name.clone());
+    for (name, r) in all_names.iter().zip(&results) {
+        names.push(name.clone());
         match r {
             Some(r) => {
                 counters.push(r.counters);
                 dropped += r.dropped;
                 if let Some(e) = &r.demote_error {
-                    warnings.push(format!("thread `{}` could not demote itself: {e}", spec.name));
+                    warnings.push(format!("thread `{}` could not demote itself: {e}", name));
                 }
                 threads.push(ThreadReport {
-                    name: spec.name.clone(),
+                    name: name.clone(),
                     tid: r.tid,
                     policy_applied: r.applied,
                     policy_at_exit: r.at_exit,
@@ -691,13 +754,10 @@ fn execute(
                 });
             }
             None => {
-                warnings.push(format!(
-                    "thread `{}` panicked; its counters are missing",
-                    spec.name
-                ));
+                warnings.push(format!("thread `{}` panicked; its counters are missing", name));
                 counters.push(TaskCounters::default());
                 threads.push(ThreadReport {
-                    name: spec.name.clone(),
+                    name: name.clone(),
                     tid: 0,
                     policy_applied: None,
                     policy_at_exit: None,
@@ -713,6 +773,7 @@ fn execute(
         horizon_ns,
         origin_ns: t0,
         calibration,
+        rtapp_ns_per_loop: shared.extras.rtapp_ns_per_loop,
         seed: cfg.seed,
         stopped_by,
         jobs,
@@ -825,6 +886,22 @@ impl Drop for WriterIdle {
     fn drop(&mut self) {
         // Checked possible before the change; nothing to report to at this point.
         let _ = sched::set_policy(0, self.original, false);
+    }
+}
+
+/// Tells the sink about forked threads up to the one `m` comes from, before its first record.
+fn announce(m: &Msg, shared: &Shared, sink: &mut dyn Sink, announced: &mut ThreadId) {
+    let t = match m {
+        Msg::Job(r) => r.thread,
+        Msg::Log(t, _) => *t,
+    };
+    if t < *announced {
+        return;
+    }
+    // Registered before the thread could send anything (fork.rs).
+    for (id, name) in shared.extras.forks.names_from(*announced) {
+        sink.thread_started(id, &name);
+        *announced = id + 1;
     }
 }
 

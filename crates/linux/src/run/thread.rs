@@ -38,8 +38,10 @@ use pacer_workload::jobs::{JobRecord, TaskCounters, ThreadId};
 use pacer_workload::{Cursor, Event, Phase, Step, ThreadSpec, TimerMode, Workload};
 
 use super::calibrate::{self, Calibration};
+use super::fork::Instance;
 use super::log::{us, us_signed, LogMode, LogRing, LogRow};
 use super::marker::{LoopPos, Markers, Stats};
+use super::sync::{Blocked, Extras, Local};
 use super::sys::{self, Slept};
 use super::{affinity_error, policy_error, RunError};
 use crate::sched;
@@ -124,6 +126,11 @@ pub(crate) struct Sender<T> {
 }
 
 impl<T> Sender<T> {
+    /// A new sender on the same queue (for a thread this one forks).
+    pub(crate) fn another(&self) -> Sender<T> {
+        self.outbox.sender()
+    }
+
     /// Queues `item`; false when the queue is full (the item is dropped). Never blocks, never
     /// wakes the writer.
     pub(crate) fn try_send(&self, item: T) -> bool {
@@ -170,6 +177,8 @@ pub(crate) struct Shared {
     pub markers: Markers,
     /// Where the threads put their log rows.
     pub log_mode: LogMode,
+    /// Synchronisation objects, I/O device, forks (sync.rs, fork.rs).
+    pub extras: Extras,
 }
 
 impl Shared {
@@ -283,11 +292,19 @@ struct Interp<'a> {
     /// loop allocates nothing).
     affinity: &'a [usize],
     policy: Policy,
+    /// Who the thread is (its id, its spec, forking).
+    inst: Instance,
+    /// The mutexes it holds and its `mem`/`iorun` buffer.
+    sync: Local<'a>,
+    /// rt-app loops between two stop checks, under a numeric `global.calibration`.
+    rtapp_chunk: u64,
 }
 
-/// Body of timed thread `idx`: setup, start gate, run, demotion.
+/// Body of the timed thread of spec `idx`, whose records carry id `id` (its rank among the
+/// threads started with the run): setup, start gate, run, demotion.
 pub(crate) fn thread_main(
     idx: usize,
+    id: ThreadId,
     workload: Arc<Workload>,
     shared: Arc<Shared>,
     tx: Sender<Msg>,
@@ -297,27 +314,24 @@ pub(crate) fn thread_main(
     let spec = &workload.threads[idx];
     // rt-app's name (`<task>-<index>`), so traces show the threads as rt-app's would be.
     sys::set_thread_name(spec.rtapp_name.as_deref().unwrap_or(&spec.name));
-    let tid = sched::gettid();
-    let mut result = ThreadResult {
-        tid,
-        counters: TaskCounters::default(),
-        applied: None,
-        at_exit: None,
-        dropped: 0,
-        demote_error: None,
-        ended: 0,
-        end: End::Stopped,
-        log_rows: Vec::new(),
-    };
-    let setup = set_up(spec, &shared);
-    let (affinity, policy) = match setup {
+    let mut result = ThreadResult::new();
+    let setup = set_up(spec, &shared).and_then(|ok| {
+        let local = Local::new(
+            &shared.extras.objects,
+            &shared.stop,
+            &spec.name,
+            shared.extras.buffer_for(spec),
+        )?;
+        Ok((ok, local))
+    });
+    let ((affinity, policy), local) = match setup {
         Ok(ok) => {
             result.applied = sched::get_policy(0).ok();
-            let _ = ready.send((idx, Ok(())));
+            let _ = ready.send((id as usize, Ok(())));
             ok
         }
         Err(e) => {
-            let _ = ready.send((idx, Err(e)));
+            let _ = ready.send((id as usize, Err(e)));
             demote(&mut result);
             return result;
         }
@@ -334,7 +348,94 @@ pub(crate) fn thread_main(
         demote(&mut result);
         return result;
     };
+    let inst = Instance::initial(idx, id, shared.clone());
+    run_thread(
+        inst,
+        spec,
+        &shared,
+        &tx,
+        seed,
+        t0,
+        (affinity, policy),
+        local,
+        &mut result,
+    );
+    demote(&mut result);
+    result
+}
 
+/// Body of a thread started by a `fork` event (fork.rs): setup, then run at once, demotion.
+pub(crate) fn forked_main(
+    inst: Instance,
+    name: String,
+    workload: Arc<Workload>,
+    shared: Arc<Shared>,
+    tx: Sender<Msg>,
+    seed: u64,
+) -> ThreadResult {
+    let spec = &workload.threads[inst.spec];
+    sys::set_thread_name(&name);
+    let mut result = ThreadResult::new();
+    let setup = set_up(spec, &shared).and_then(|ok| {
+        let local = Local::new(
+            &shared.extras.objects,
+            &shared.stop,
+            &name,
+            shared.extras.buffer_for(spec),
+        )?;
+        Ok((ok, local))
+    });
+    let (sched, local) = match setup {
+        Ok(ok) => {
+            result.applied = sched::get_policy(0).ok();
+            ok
+        }
+        Err(e) => {
+            shared.fail(e);
+            demote(&mut result);
+            return result;
+        }
+    };
+    // Forks happen only after the gate opened.
+    let gate = *shared.gate.lock().unwrap_or_else(|p| p.into_inner());
+    let Gate::Go { t0 } = gate else {
+        demote(&mut result);
+        return result;
+    };
+    run_thread(inst, spec, &shared, &tx, seed, t0, sched, local, &mut result);
+    demote(&mut result);
+    result
+}
+
+impl ThreadResult {
+    fn new() -> ThreadResult {
+        ThreadResult {
+            tid: sched::gettid(),
+            counters: TaskCounters::default(),
+            applied: None,
+            at_exit: None,
+            dropped: 0,
+            demote_error: None,
+            ended: 0,
+            end: End::Stopped,
+            log_rows: Vec::new(),
+        }
+    }
+}
+
+/// Runs the thread's program from the origin `t0` and fills in its counters.
+#[allow(clippy::too_many_arguments)]
+fn run_thread<'a>(
+    inst: Instance,
+    spec: &'a ThreadSpec,
+    shared: &'a Shared,
+    tx: &'a Sender<Msg>,
+    seed: u64,
+    t0: u64,
+    (affinity, policy): (&'a [usize], Policy),
+    local: Local<'a>,
+    result: &mut ThreadResult,
+) {
     // Allocated before the first release, so that logging allocates nothing during the run.
     let ring = match shared.log_mode {
         LogMode::Buffer { rows } => Some(LogRing::with_capacity(rows)),
@@ -345,12 +446,16 @@ pub(crate) fn thread_main(
     let (voluntary0, involuntary0) = sys::context_switches();
     let kernel_migrations0 = sys::thread_migrations();
     let cal = shared.calibration;
+    let rtapp_chunk = shared
+        .extras
+        .rtapp_ns_per_loop
+        .map_or(1, |p| (RUN_CHUNK_NS / p).max(1));
     let mut it = Interp {
-        idx: idx as ThreadId,
+        idx: inst.id,
         spec,
-        shared: &shared,
-        tx: &tx,
-        rng: pacer_workload::thread_rng(seed, idx),
+        shared,
+        tx,
+        rng: pacer_workload::thread_rng(seed, inst.rng_index),
         t0,
         t_first: t0.saturating_add(spec.start_delay.ns()),
         rel_deadline: spec.relative_deadline_ns(),
@@ -372,6 +477,9 @@ pub(crate) fn thread_main(
         ring,
         affinity,
         policy,
+        inst,
+        sync: local,
+        rtapp_chunk,
     };
     result.end = it.run();
     if it.pass_open {
@@ -398,9 +506,8 @@ pub(crate) fn thread_main(
     };
     result.dropped = it.dropped;
     result.log_rows = it.ring.take().map(LogRing::into_rows).unwrap_or_default();
-    demote(&mut result);
     shared.markers.task(false);
-    result
+    // Dropping the interpreter unlocks the mutexes the thread still holds (sync.rs).
 }
 
 /// Sets the affinity and policy the thread starts with (those of its first phase that runs, else
@@ -426,6 +533,7 @@ fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], 
             policy = p;
         }
     }
+    super::uclamp::apply(spec, &policy)?;
     Ok((affinity, policy))
 }
 
@@ -689,7 +797,9 @@ impl<'a> Interp<'a> {
         }
         let woke = sys::now_ns();
         self.sample_cpu();
-        self.start_job(self.t_first, woke);
+        // A forked thread's delay counts from the run's origin, like its timers; its first job
+        // is released when it starts (fork.rs).
+        self.start_job(self.t_first.max(self.inst.spawned_at), woke);
 
         let spec = self.spec;
         let mut pc = Cursor::default();
@@ -742,7 +852,11 @@ impl<'a> Interp<'a> {
                     if w > 0 {
                         idle_steps = 0;
                         let start = sys::now_ns();
-                        let done = self.spin_loops(self.shared.calibration.loops_for(w));
+                        let done = match self.shared.extras.rtapp_ns_per_loop {
+                            // rt-app's loop for rt-app's count (calibrate.rs).
+                            Some(p) => self.spin_rtapp(calibrate::rtapp_loops(w / 1000, p)),
+                            None => self.spin_loops(self.shared.calibration.loops_for(w)),
+                        };
                         self.pass.run_ns += sys::now_ns().saturating_sub(start);
                         if let Err(end) = done {
                             return end;
@@ -790,7 +904,11 @@ impl<'a> Interp<'a> {
                         let next = if grid <= now && relative { now } else { grid };
                         (grid, next)
                     };
-                    let slot = &self.shared.timers[timer.0];
+                    let Some(slot) = self.inst.timer(&self.shared.timers, timer.0) else {
+                        self.shared
+                            .fail(RunError::Setup(format!("internal error: no timer {}", timer.0)));
+                        return End::Stopped;
+                    };
                     let prev = slot
                         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| Some(step(cur).1))
                         .unwrap_or_else(|cur| cur);
@@ -825,23 +943,135 @@ impl<'a> Interp<'a> {
                 // The boost lives in the kernel's wake-up path (VT-CFS §IV); stock Linux has
                 // none, and a user-space renice would not be the paper's mechanism.
                 Event::Boost { .. } => {}
-                // Refused before the run starts (`validate`).
-                Event::Lock { .. }
-                | Event::Unlock { .. }
-                | Event::Wait { .. }
-                | Event::Signal { .. }
-                | Event::Broadcast { .. }
-                | Event::SignalWait { .. }
-                | Event::Barrier { .. }
-                | Event::Suspend { .. }
-                | Event::Resume { .. }
-                | Event::SemPost { .. }
-                | Event::SemWait { .. }
-                | Event::Mem { .. }
-                | Event::IoRun { .. }
-                | Event::Fork { .. } => {}
+                Event::Lock { mutex } => {
+                    idle_steps = 0;
+                    let r = self.sync.lock(*mutex);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Unlock { mutex } => {
+                    let r = self.sync.unlock(*mutex);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Wait { cond, mutex } => {
+                    idle_steps = 0;
+                    let r = self.sync.wait(*cond, *mutex);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Signal { cond } => {
+                    let r = self.sync.signal(*cond);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Broadcast { cond } => {
+                    let r = self.sync.broadcast(*cond);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::SignalWait { cond, mutex } => {
+                    idle_steps = 0;
+                    let r = self.sync.signal_wait(*cond, *mutex);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Barrier { barrier } => {
+                    idle_steps = 0;
+                    let r = self.sync.barrier(*barrier);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Suspend { cond, mutex } => {
+                    idle_steps = 0;
+                    let r = self.sync.suspend(*cond, *mutex);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Resume { cond, mutex } => {
+                    let r = self.sync.resume(*cond, *mutex);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::SemPost { sem } => {
+                    let r = self.sync.sem_post(*sem);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::SemWait { sem } => {
+                    idle_steps = 0;
+                    let r = self.sync.sem_wait(*sem);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Mem { bytes } => {
+                    idle_steps = 0;
+                    let r = self.sync.mem(*bytes);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::IoRun { bytes } => {
+                    idle_steps = 0;
+                    let r = self.sync.iorun(self.shared.extras.io.as_ref(), *bytes);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::Fork { thread } => {
+                    let r = self
+                        .inst
+                        .fork(self.tx, self.sync.thread(), *thread, sys::now_ns());
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
             }
         }
+    }
+
+    /// How a synchronisation event ended for the thread: `None` to go on; the end of its program
+    /// when the run is stopping or past its cutoff, or when the event failed (the error then
+    /// stops the run).
+    fn blocked(&mut self, r: Result<(), Blocked>) -> Option<End> {
+        match r {
+            Ok(()) => {
+                self.sample_cpu();
+                self.over(sys::now_ns())
+            }
+            Err(Blocked::Stopped) => Some(End::Stopped),
+            Err(Blocked::Failed(e)) => {
+                self.shared.fail(e);
+                Some(End::Stopped)
+            }
+        }
+    }
+
+    /// rt-app's busy loop, `loops` iterations; `Err` when the run ended meanwhile.
+    fn spin_rtapp(&mut self, loops: u64) -> Result<(), End> {
+        let mut left = loops;
+        while left > 0 {
+            let n = left.min(self.rtapp_chunk);
+            calibrate::rtapp_waste(n);
+            left -= n;
+            self.pass.loops += n;
+            self.sample_cpu();
+            if let Some(end) = self.over(sys::now_ns()) {
+                return Err(end);
+            }
+        }
+        Ok(())
     }
 }
 

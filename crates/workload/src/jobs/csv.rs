@@ -118,6 +118,17 @@ impl<W: Write> JobCsv<W> {
         self.keep_error(result);
     }
 
+    /// Names thread `thread` in the rows that follow: a thread that appears during a run (one
+    /// started by an rt-app `fork` event). Threads in between without a name keep `t<i>`.
+    pub fn set_name(&mut self, thread: u32, name: &str) {
+        let i = thread as usize;
+        while self.names.len() <= i {
+            let n = self.names.len();
+            self.names.push(format!("t{n}"));
+        }
+        self.names[i] = name.to_string();
+    }
+
     /// The first I/O error met so far, if any (writing stopped there).
     pub fn error(&self) -> Option<&io::Error> {
         self.error.as_ref()
@@ -452,6 +463,22 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text, format!("{}\n", COLUMNS.join(",")));
         assert_eq!(read_str(&text).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn threads_named_during_the_run() {
+        let mut csv = JobCsv::new(Vec::new(), vec!["a".into()]);
+        csv.write(&rec(3, 0, 0, 1_000_000));
+        csv.set_name(3, "child-3-0000");
+        csv.write(&rec(3, 1, 0, 2_000_000));
+        csv.write(&rec(2, 0, 0, 2_000_000));
+        let out = String::from_utf8(csv.finish().unwrap()).unwrap();
+        let tasks: Vec<&str> = out
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        assert_eq!(tasks, ["t3", "child-3-0000", "t2"]);
     }
 
     #[test]
