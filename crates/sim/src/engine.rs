@@ -495,26 +495,33 @@ pub struct Sim {
     /// Hosted adaptation controllers (taken out while they run, so they can borrow the sim).
     controllers: Vec<Option<Box<dyn Controller>>>,
     pending_app: Vec<AppEvent>,
+    /// Wake-ups, priority-inheritance updates, forks and phase-level changes decided while a
+    /// thread steps through its program, applied once the event that ran it is over (the
+    /// stepping thread's CPU must not change under it).
+    sync_pending: Vec<SyncAction>,
+    /// Names, shared objects and per-thread synchronisation state, boxed: the hot path never
+    /// touches them, and `Sim`'s hot fields stay where they were.
+    sync: Box<SyncState>,
+}
+
+struct SyncState {
     /// Each thread's name: its spec's, or rt-app's `<task>-<index>-<nfork:04>` for a forked one.
     names: Vec<String>,
     /// Mutexes, condition variables, barriers and semaphores (`crate::sync`).
     objects: Objects,
     /// Per thread, its synchronisation state (kept apart from `Thread`, which the hot path
-    /// walks, since workloads without sync events never touch it).
+    /// walks).
     tsync: Vec<ThreadSync>,
-    /// Wake-ups, priority-inheritance updates and forks decided while a thread steps through its
-    /// program, applied once the event that ran it is over (the stepping thread's CPU must not
-    /// change under it).
-    sync_pending: Vec<SyncAction>,
     /// Mutexes inherit priorities (`RunSettings::pi_enabled`).
     pi: bool,
     /// Threads forked so far from each spec (rt-app's per-task `nforks`).
     nforks: Vec<u32>,
-    /// Why the run stopped early, if it did (a fork past [`FORKS_LIMIT`]).
+    /// Why the run stopped early, if it did (a fork past [`FORKS_LIMIT`], a refused phase
+    /// policy).
     failure: Option<SimError>,
     /// Wake-ups by synchronisation at the current instant, and that instant: bounds a ping-pong
     /// between threads that never lets time pass.
-    sync_spins: (u64, u64),
+    spins: (u64, u64),
     /// Reused buffer of woken condition-variable or barrier waiters.
     woken: Vec<Waiter>,
 }
@@ -761,15 +768,17 @@ impl Sim {
             dvfs_on,
             controllers: Vec::new(),
             pending_app: Vec::new(),
-            names,
-            objects,
-            tsync,
             sync_pending: Vec::new(),
-            pi,
-            nforks,
-            failure: None,
-            sync_spins: (0, 0),
-            woken: Vec::new(),
+            sync: Box::new(SyncState {
+                names,
+                objects,
+                tsync,
+                pi,
+                nforks,
+                failure: None,
+                spins: (0, 0),
+                woken: Vec::new(),
+            }),
         };
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[sim.threads[i].spec as usize]
@@ -799,12 +808,12 @@ impl Sim {
     /// then those `fork` events started so far, named as rt-app names them
     /// (`<task>-<index>-<nfork:04>`). Ask again after running to name forked threads' jobs.
     pub fn thread_names(&self) -> Vec<String> {
-        self.names.clone()
+        self.sync.names.clone()
     }
 
     /// The name of thread `t` (see [`Sim::thread_names`]).
     pub fn thread_name(&self, t: ThreadId) -> Option<&str> {
-        self.names.get(t as usize).map(String::as_str)
+        self.sync.names.get(t as usize).map(String::as_str)
     }
 
     /// Number of threads so far (the initial ones and those forked).
@@ -815,18 +824,18 @@ impl Sim {
     /// Why the run stopped before its horizon, if it did: rt-app would have exited there (a
     /// task forked [`FORKS_LIMIT`] times). The events after it are not simulated.
     pub fn failure(&self) -> Option<&SimError> {
-        self.failure.as_ref()
+        self.sync.failure.as_ref()
     }
 
     /// Whether thread `t` is blocked on a mutex, condition variable, barrier or semaphore.
     pub fn sync_blocked(&self, t: ThreadId) -> Option<bool> {
-        self.tsync.get(t as usize).map(|s| s.blocked)
+        self.sync.tsync.get(t as usize).map(|s| s.blocked)
     }
 
     /// The owner of mutex `m` (an index into `Workload::resources`), if it is held.
     pub fn mutex_owner(&self, m: usize) -> Option<ThreadId> {
         (m < self.workload.resources.len())
-            .then(|| self.objects.owner(m))
+            .then(|| self.sync.objects.owner(m))
             .flatten()
     }
 
@@ -1800,25 +1809,11 @@ impl Sim {
                         units: *units,
                     });
                 }
-                Event::Mem { bytes } | Event::IoRun { bytes } => {
-                    let per_byte = match ev {
-                        Event::Mem { .. } => self.cfg.mem_ns_per_byte,
-                        _ => self.cfg.io_ns_per_byte,
-                    };
-                    let w = (*bytes as f64 * per_byte * work_scale).round();
-                    // Saturates rather than wraps for absurd sizes (f64 → u64 casts clamp).
-                    let w = w as u64;
-                    if w > 0 {
-                        th.remaining = w;
-                        th.wall = false;
-                        return Step::Run;
-                    }
-                }
-                Event::Fork { thread } => {
-                    let spec = *thread;
-                    self.sync_pending.push(SyncAction::Fork { parent: t, spec });
-                }
-                Event::Lock { .. }
+                // rt-app's events beyond pacer's original ones, out of line.
+                Event::Mem { .. }
+                | Event::IoRun { .. }
+                | Event::Fork { .. }
+                | Event::Lock { .. }
                 | Event::Unlock { .. }
                 | Event::Wait { .. }
                 | Event::Signal { .. }
@@ -1829,13 +1824,46 @@ impl Sim {
                 | Event::Resume { .. }
                 | Event::SemPost { .. }
                 | Event::SemWait { .. } => {
-                    let ops = crate::sync::ops_of(ev).0;
-                    let stack = &mut self.tsync[t as usize].ops;
-                    stack.extend(ops.iter().rev().flatten());
-                    if self.run_ops(t) {
-                        return Step::Wait;
+                    let ev = ev.clone();
+                    if let Some(step) = self.rtapp_event(t, &ev) {
+                        return step;
                     }
                 }
+            }
+        }
+    }
+
+    /// `mem`, `iorun`, `fork` and the synchronisation events: the step they end on, if any.
+    #[cold]
+    #[inline(never)]
+    fn rtapp_event(&mut self, t: ThreadId, ev: &Event) -> Option<Step> {
+        match ev {
+            Event::Mem { bytes } | Event::IoRun { bytes } => {
+                let per_byte = match ev {
+                    Event::Mem { .. } => self.cfg.mem_ns_per_byte,
+                    _ => self.cfg.io_ns_per_byte,
+                };
+                // Saturates rather than wraps for absurd sizes (f64 → u64 casts clamp).
+                let w = (*bytes as f64 * per_byte * self.cfg.work_scale).round() as u64;
+                if w > 0 {
+                    let th = &mut self.threads[t as usize];
+                    th.remaining = w;
+                    th.wall = false;
+                    return Some(Step::Run);
+                }
+                None
+            }
+            Event::Fork { thread } => {
+                self.sync_pending.push(SyncAction::Fork {
+                    parent: t,
+                    spec: *thread,
+                });
+                None
+            }
+            _ => {
+                let ops = crate::sync::ops_of(ev).0;
+                self.sync.tsync[t as usize].ops.extend(ops.iter().rev().flatten());
+                self.run_ops(t).then_some(Step::Wait)
             }
         }
     }
@@ -2001,11 +2029,12 @@ impl Sim {
         let now = self.now;
         self.set_state(t, State::Sleeping);
         self.threads[t as usize].pending_release = None;
-        self.tsync[t as usize].blocked = true;
+        self.sync.tsync[t as usize].blocked = true;
         self.block_class(t, now);
     }
 
     /// What the thread's class does when it blocks (`dequeue_task(DEQUEUE_SLEEP)`).
+    #[inline]
     fn block_class(&mut self, t: ThreadId, now: u64) {
         let th = &mut self.threads[t as usize];
         match th.se.block(now) {
@@ -2212,7 +2241,7 @@ fn wait_key(threads: &[Thread], pi: bool, t: ThreadId) -> WaitKey {
             2,
             match (pi, th.policy) {
                 (false, _) => 0,
-                (true, Policy::Other { nice }) => (nice + 20).clamp(0, 39) as u64,
+                (true, Policy::Other { nice }) => nice.saturating_add(20).clamp(0, 39) as u64,
                 (true, _) => 40,
             },
         ),
@@ -2222,11 +2251,14 @@ fn wait_key(threads: &[Thread], pi: bool, t: ThreadId) -> WaitKey {
 impl Sim {
     /// Runs the thread's pending synchronisation operations until one blocks it (true) or none
     /// is left.
+    // Out of line and cold: workloads without sync events keep `step` as compact as before.
+    #[cold]
+    #[inline(never)]
     fn run_ops(&mut self, t: ThreadId) -> bool {
         let ti = t as usize;
-        while let Some(op) = self.tsync[ti].ops.pop() {
+        while let Some(op) = self.sync.tsync[ti].ops.pop() {
             if self.sync_op(t, op) {
-                self.threads[ti].resume_ops = !self.tsync[ti].ops.is_empty();
+                self.threads[ti].resume_ops = !self.sync.tsync[ti].ops.is_empty();
                 return true;
             }
         }
@@ -2245,13 +2277,13 @@ impl Sim {
             Op::Wait { cond, mutex } => {
                 // pthread_cond_wait: releases the mutex and sleeps on the condition at once.
                 self.unlock(t, mutex);
-                self.objects.cond_wait(cond, mutex, t);
+                self.sync.objects.cond_wait(cond, mutex, t);
                 true
             }
             Op::Signal(c) | Op::Broadcast(c) => {
-                let mut woken = std::mem::take(&mut self.woken);
+                let mut woken = std::mem::take(&mut self.sync.woken);
                 woken.clear();
-                let (objects, threads, pi) = (&mut self.objects, &self.threads, self.pi);
+                let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
                 objects.cond_wake(
                     c,
                     matches!(op, Op::Broadcast(_)),
@@ -2269,42 +2301,42 @@ impl Sim {
                         None => self.sync_pending.push(SyncAction::Wake(w.t)),
                     }
                 }
-                self.woken = woken;
+                self.sync.woken = woken;
                 false
             }
             Op::Barrier(b) => {
-                let mut woken = std::mem::take(&mut self.woken);
+                let mut woken = std::mem::take(&mut self.sync.woken);
                 woken.clear();
-                let (objects, threads, pi) = (&mut self.objects, &self.threads, self.pi);
+                let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
                 let passes = objects.barrier(b, t, |w| wait_key(threads, pi, w), &mut woken);
                 for &w in &woken {
                     self.sync_pending.push(SyncAction::Wake(w.t));
                 }
-                self.woken = woken;
+                self.sync.woken = woken;
                 !passes
             }
             Op::SemPost(sem) => {
-                let (objects, threads, pi) = (&mut self.objects, &self.threads, self.pi);
+                let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
                 if let Some(w) = objects.sem_post(sem, |w| wait_key(threads, pi, w)) {
                     self.sync_pending.push(SyncAction::Wake(w));
                 }
                 false
             }
-            Op::SemWait(sem) => !self.objects.sem_wait(sem, t),
+            Op::SemWait(sem) => !self.sync.objects.sem_wait(sem, t),
         }
     }
 
     /// `t` takes mutex `m` or queues for it (true: it must block). A queued thread boosts the
     /// owner when the mutex inherits priorities.
     fn lock(&mut self, t: ThreadId, m: usize) -> bool {
-        match self.objects.lock(m, t) {
+        match self.sync.objects.lock(m, t) {
             Acquire::Owned => {
-                self.tsync[t as usize].owned.push(m);
+                self.sync.tsync[t as usize].owned.push(m);
                 false
             }
             Acquire::Blocked { owner } => {
-                self.tsync[t as usize].blocked_on = Some(m);
-                if self.pi {
+                self.sync.tsync[t as usize].blocked_on = Some(m);
+                if self.sync.pi {
                     self.sync_pending.push(SyncAction::Pi(owner));
                 }
                 true
@@ -2315,27 +2347,29 @@ impl Sim {
     /// `t` releases mutex `m`: handed to the top waiter, which wakes; `t` loses what it
     /// inherited through `m`.
     fn unlock(&mut self, t: ThreadId, m: usize) {
-        let (objects, threads, pi) = (&mut self.objects, &self.threads, self.pi);
+        let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
         let Ok(next) = objects.unlock(m, t, |w| wait_key(threads, pi, w)) else {
             return;
         };
-        self.tsync[t as usize].owned.retain(|&o| o != m);
+        self.sync.tsync[t as usize].owned.retain(|&o| o != m);
         if let Some(n) = next {
-            let s = &mut self.tsync[n as usize];
+            let s = &mut self.sync.tsync[n as usize];
             s.blocked_on = None;
             s.owned.push(m);
             self.sync_pending.push(SyncAction::Wake(n));
-            if self.pi {
+            if self.sync.pi {
                 self.sync_pending.push(SyncAction::Pi(n));
             }
         }
-        if self.pi && self.tsync[t as usize].boost.is_some() {
+        if self.sync.pi && self.sync.tsync[t as usize].boost.is_some() {
             self.sync_pending.push(SyncAction::Pi(t));
         }
     }
 
     /// Applies what the threads stepped through at this event decided: wake-ups, priority
     /// changes, forks — in order, including those the woken threads decide in turn.
+    #[cold]
+    #[inline(never)]
     fn flush_sync(&mut self) {
         let mut i = 0;
         while i < self.sync_pending.len() {
@@ -2348,7 +2382,7 @@ impl Sim {
                 SyncAction::SetPolicy(t, policy) => self.phase_policy(t, policy),
                 SyncAction::SetAffinity(t, mask) => self.set_affinity(t, mask),
             }
-            if self.failure.is_some() {
+            if self.sync.failure.is_some() {
                 break;
             }
         }
@@ -2358,17 +2392,17 @@ impl Sim {
     /// A thread blocked on a synchronisation object is woken (it owns what it waited for).
     fn sync_wake(&mut self, t: ThreadId) {
         let ti = t as usize;
-        if self.threads[ti].state != State::Sleeping || !self.tsync[ti].blocked {
+        if self.threads[ti].state != State::Sleeping || !self.sync.tsync[ti].blocked {
             return;
         }
-        self.tsync[ti].blocked = false;
+        self.sync.tsync[ti].blocked = false;
         let now = self.now;
-        if self.sync_spins.0 == now {
-            self.sync_spins.1 += 1;
+        if self.sync.spins.0 == now {
+            self.sync.spins.1 += 1;
         } else {
-            self.sync_spins = (now, 1);
+            self.sync.spins = (now, 1);
         }
-        if self.sync_spins.1 > MAX_SYNC_SPINS {
+        if self.sync.spins.1 > MAX_SYNC_SPINS {
             self.finish_job(t);
             self.exit(t);
             return;
@@ -2384,10 +2418,10 @@ impl Sim {
         for _ in 0..MAX_LOCK_DEPTH {
             let want = self.pi_target(t);
             let ti = t as usize;
-            if want == self.tsync[ti].boost {
+            if want == self.sync.tsync[ti].boost {
                 return;
             }
-            self.tsync[ti].boost = want;
+            self.sync.tsync[ti].boost = want;
             if self.threads[ti].state != State::Exited {
                 // The kernel reports the policy the thread set, not the boosted one.
                 let base = self.threads[ti].policy;
@@ -2395,7 +2429,10 @@ impl Sim {
                 let _ = self.set_policy(t, want.unwrap_or(base));
                 self.threads[ti].policy = base;
             }
-            match self.tsync[ti].blocked_on.and_then(|m| self.objects.owner(m)) {
+            match self.sync.tsync[ti]
+                .blocked_on
+                .and_then(|m| self.sync.objects.owner(m))
+            {
                 Some(o) if o != t => t = o,
                 _ => return,
             }
@@ -2407,12 +2444,12 @@ impl Sim {
     /// runs it in the deadline class with the waiter's deadline), and a deadline owner is never
     /// boosted.
     fn pi_target(&self, t: ThreadId) -> Option<Policy> {
-        let (threads, pi) = (&self.threads, self.pi);
-        let top = self.tsync[t as usize]
+        let (threads, pi) = (&self.threads, self.sync.pi);
+        let top = self.sync.tsync[t as usize]
             .owned
             .iter()
             .filter_map(|&m| {
-                self.objects.top_waiter_key(m, |w| {
+                self.sync.objects.top_waiter_key(m, |w| {
                     if w == t {
                         (u8::MAX, 0)
                     } else {
@@ -2435,23 +2472,36 @@ impl Sim {
     }
 
     /// A pass through a phase begins: its policy (sticky) and its CPUs (or the thread's) are
-    /// applied once the event is over.
+    /// applied once the event is over when the thread is on a CPU (which must not change under
+    /// it while it steps). A thread stepping off a CPU (at its wake-up) is changed at once, so it
+    /// wakes under its new policy on a CPU of its new mask, as rt-app applies them before the
+    /// phase's events.
+    #[cold]
+    #[inline(never)]
     fn phase_start(&mut self, t: ThreadId, policy: Option<Policy>, cpus: Option<Vec<usize>>) {
         let th = &self.threads[t as usize];
-        if let Some(p) = policy.filter(|&p| p != th.policy) {
-            self.sync_pending.push(SyncAction::SetPolicy(t, p));
-        }
+        let on_cpu = matches!(th.state, State::Running | State::Queued | State::Throttled);
         let m = self.cpus.len();
-        let mask = match cpus
-            .as_deref()
-            .or(self.workload.threads[th.spec as usize].affinity.as_deref())
-        {
+        let spec_cpus = self.workload.threads[th.spec as usize].affinity.as_deref();
+        let mask = match cpus.as_deref().or(spec_cpus) {
             // Checked when the simulation was built.
             Some(cpus) => affinity_mask(cpus, m).unwrap_or_else(|_| vec![true; m]),
             None => vec![true; m],
         };
-        if mask != th.affinity {
-            self.sync_pending.push(SyncAction::SetAffinity(t, mask));
+        let mask = (mask != th.affinity).then_some(mask);
+        if let Some(p) = policy.filter(|&p| p != th.policy) {
+            if on_cpu {
+                self.sync_pending.push(SyncAction::SetPolicy(t, p));
+            } else {
+                self.phase_policy(t, p);
+            }
+        }
+        if let Some(mask) = mask {
+            if on_cpu {
+                self.sync_pending.push(SyncAction::SetAffinity(t, mask));
+            } else {
+                self.set_affinity(t, mask);
+            }
         }
     }
 
@@ -2461,8 +2511,8 @@ impl Sim {
             return;
         }
         if let Err((_, message)) = self.set_policy(t, policy) {
-            self.failure = Some(SimError::BadThread {
-                thread: self.names[t as usize].clone(),
+            self.sync.failure = Some(SimError::BadThread {
+                thread: self.sync.names[t as usize].clone(),
                 message: format!(
                     "at {} ns: sched_setattr() of a phase's policy failed: {message}; the run stopped there, as rt-app exits",
                     self.now
@@ -2472,7 +2522,7 @@ impl Sim {
             return;
         }
         // What it inherits through mutexes applies on top of its new policy.
-        if self.tsync[t as usize].boost.take().is_some() {
+        if self.sync.tsync[t as usize].boost.take().is_some() {
             self.pi_update(t);
         }
     }
@@ -2516,25 +2566,25 @@ impl Sim {
     /// named `<task>-<index>-<nfork:04>`; past [`FORKS_LIMIT`] forks of the task the run stops,
     /// as rt-app exits.
     fn fork(&mut self, parent: ThreadId, spec: usize) {
-        let n = self.nforks[spec];
+        let n = self.sync.nforks[spec];
         let task = self.workload.threads[spec].name.clone();
         if n >= FORKS_LIMIT {
-            self.failure = Some(SimError::ForkLimit {
+            self.sync.failure = Some(SimError::ForkLimit {
                 t: self.now,
-                thread: self.names[parent as usize].clone(),
+                thread: self.sync.names[parent as usize].clone(),
                 task,
                 limit: FORKS_LIMIT,
             });
             self.events.clear();
             return;
         }
-        self.nforks[spec] = n + 1;
+        self.sync.nforks[spec] = n + 1;
         let id = self.threads.len();
         let th = match new_thread(spec, id, &self.workload.threads[spec], &self.cfg, &self.fair) {
             Ok(th) => th,
             // Checked when the simulation was built.
             Err(e) => {
-                self.failure = Some(e);
+                self.sync.failure = Some(e);
                 self.events.clear();
                 return;
             }
@@ -2542,8 +2592,8 @@ impl Sim {
         let (cpu, se) = (th.cpu as usize, th.se);
         let delay = self.workload.threads[spec].start_delay.ns();
         self.threads.push(th);
-        self.tsync.push(ThreadSync::default());
-        self.names.push(format!("{task}-{id}-{n:04}"));
+        self.sync.tsync.push(ThreadSync::default());
+        self.sync.names.push(format!("{task}-{id}-{n:04}"));
         // Its reservation counts on its CPU and root domain from now, as at the start of the run.
         self.update_curr(cpu);
         self.cpus[cpu].rq.attach_bw(&se);
@@ -2792,7 +2842,7 @@ impl Sim {
             Ok(())
         } else {
             Err(SimError::BadThread {
-                thread: self.names[t as usize].clone(),
+                thread: self.sync.names[t as usize].clone(),
                 message: "a custom slice needs SCHED_OTHER or SCHED_IDLE".into(),
             })
         }

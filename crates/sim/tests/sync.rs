@@ -555,3 +555,134 @@ fn bad_resources_and_costs_are_refused() {
         Err(SimError::NoThreads)
     ));
 }
+
+#[test]
+fn priority_inheritance_follows_a_chain_of_owners() {
+    // low holds m1 (5 ms); mid (FIFO 15) takes m2 and waits for m1 at 1; high (FIFO 30) waits
+    // for m2 at 2; a FIFO 20 hog arrives at 3. Through the chain low runs at 30 until it unlocks
+    // at 5; mid runs 5–6; high 6–7. Without PI the hog runs 3–13 first and high ends at 17.
+    let r = vec![res("m1", ResourceKind::Mutex), res("m2", ResourceKind::Mutex)];
+    let (m1, m2) = (ResourceId(0), ResourceId(1));
+    let (l1, u1) = (Event::Lock { mutex: m1 }, Event::Unlock { mutex: m1 });
+    let (l2, u2) = (Event::Lock { mutex: m2 }, Event::Unlock { mutex: m2 });
+    let low = thread("low", fifo(10), 0, Some(1), vec![l1.clone(), run(5), u1.clone()]);
+    let mid = thread(
+        "mid",
+        fifo(15),
+        1,
+        Some(1),
+        vec![l2.clone(), l1, run(1), u1, u2.clone()],
+    );
+    let high = thread("high", fifo(30), 2, Some(1), vec![l2, run(1), u2]);
+    let hog = thread("hog", fifo(20), 3, Some(1), vec![run(10)]);
+    let w = |pi| {
+        workload(
+            vec![low.clone(), mid.clone(), high.clone(), hog.clone()],
+            r.clone(),
+            pi,
+        )
+    };
+    let (sim, jobs) = simulate(w(true), 1, 50);
+    assert_eq!(jobs.finishes(0), vec![5 * MS]);
+    assert_eq!(jobs.finishes(1), vec![6 * MS]);
+    assert_eq!(jobs.finishes(2), vec![7 * MS]);
+    assert_eq!(jobs.finishes(3), vec![17 * MS]);
+    assert_eq!(sim.policy_of(1), Some(fifo(15)));
+    let (_, jobs) = simulate(w(false), 1, 50);
+    assert_eq!(jobs.finishes(3), vec![13 * MS]);
+    assert_eq!(jobs.finishes(2), vec![17 * MS]);
+}
+
+#[test]
+fn blocking_on_a_condition_does_not_end_a_job() {
+    // A periodic thread (10 ms timer) waits for a signal sent at 3, then runs 1 ms: one job,
+    // released at 0, ending at its timer at 4.
+    let periodic = thread(
+        "periodic",
+        fifo(10),
+        0,
+        Some(1),
+        vec![
+            lock(),
+            wait(C),
+            unlock(),
+            run(1),
+            Event::Timer {
+                timer: pacer_workload::TimerId(0),
+                period: Duration::from_ms(10),
+                mode: pacer_workload::TimerMode::Absolute,
+            },
+        ],
+    );
+    let signaller = thread("signaller", fifo(20), 3, Some(1), vec![signal(C)]);
+    // The horizon ends before the next expiry (10), where the program ends.
+    let (_, jobs) = simulate(
+        workload(vec![periodic, signaller], mutex_and_conds(), false),
+        1,
+        9,
+    );
+    let mine: Vec<_> = jobs.0.iter().filter(|r| r.thread == 0).collect();
+    assert_eq!(mine.len(), 1);
+    assert_eq!((mine[0].release, mine[0].finish, mine[0].exec), (0, 4 * MS, MS));
+}
+
+#[test]
+fn a_phase_policy_applies_from_its_pass_and_sticks() {
+    // x runs phase 0 at FIFO 30 (2 ms), phase 1 at FIFO 5 (2 ms); a FIFO 20 thread wakes at 1
+    // for 5 ms: it waits for x's first phase (until 2), then preempts x's second (2–7); x ends
+    // at 9.
+    let x = ThreadSpec {
+        phases: vec![
+            Phase {
+                policy: Some(fifo(30)),
+                ..Phase::new(1, vec![run(2)])
+            },
+            Phase {
+                policy: Some(fifo(5)),
+                ..Phase::new(1, vec![run(2)])
+            },
+        ],
+        ..thread("x", fifo(10), 0, Some(1), vec![])
+    };
+    let y = thread("y", fifo(20), 1, Some(1), vec![run(5)]);
+    let (sim, jobs) = simulate(workload(vec![x, y], vec![], false), 1, 50);
+    assert_eq!(jobs.finishes(0), vec![2 * MS, 9 * MS]);
+    assert_eq!(jobs.finishes(1), vec![7 * MS]);
+    assert_eq!(sim.policy_of(0), Some(fifo(5)));
+}
+
+#[test]
+fn phase_cpus_apply_for_their_phase_and_fall_back_to_the_threads() {
+    // Pinned to CPU 0, phase 0 on CPU 1, phase 1 with the thread's CPUs: passes alternate CPUs.
+    let x = ThreadSpec {
+        affinity: Some(vec![0]),
+        phases: vec![
+            Phase {
+                affinity: Some(vec![1]),
+                ..Phase::new(1, vec![run(1)])
+            },
+            Phase::new(1, vec![run(1)]),
+        ],
+        ..thread("x", fifo(10), 0, Some(2), vec![])
+    };
+    let (_, jobs) = simulate(workload(vec![x], vec![], false), 2, 50);
+    let cpus: Vec<(u64, u32)> = jobs
+        .0
+        .iter()
+        .filter(|r| r.exec > 0)
+        .map(|r| (r.finish / MS, r.cpu))
+        .collect();
+    assert_eq!(cpus, vec![(1, 1), (2, 0), (3, 1), (4, 0)]);
+    // A phase naming a CPU the platform lacks is refused.
+    let bad = ThreadSpec {
+        phases: vec![Phase {
+            affinity: Some(vec![7]),
+            ..Phase::new(1, vec![run(1)])
+        }],
+        ..thread("bad", fifo(10), 0, Some(1), vec![])
+    };
+    assert!(matches!(
+        Sim::new(workload(vec![bad], vec![], false), SimConfig::new(2)),
+        Err(SimError::AffinityOutOfRange { cpu: 7, .. })
+    ));
+}
