@@ -259,6 +259,9 @@ pub enum SimError {
         spec: usize,
         specs: usize,
     },
+    /// A run stopped as rt-app would exit: the kernel refused a phase's policy.
+    #[error("at {t} ns: thread `{thread}`: sched_setattr() of a phase's policy failed: {message}; the run stopped there, as rt-app exits")]
+    PhasePolicy { t: u64, thread: String, message: String },
     /// A run stopped as rt-app would exit: a task was forked [`FORKS_LIMIT`] times.
     #[error("at {t} ns: thread `{thread}` cannot fork `{task}` again: it reached its fork limit ({limit}); the run stopped there, as rt-app exits")]
     ForkLimit {
@@ -2426,7 +2429,7 @@ impl Sim {
                 // The kernel reports the policy the thread set, not the boosted one.
                 let base = self.threads[ti].policy;
                 // rt and fair policies need no admission: the change cannot fail.
-                let _ = self.set_policy(t, want.unwrap_or(base));
+                let _ = self.apply_policy(t, want.unwrap_or(base));
                 self.threads[ti].policy = base;
             }
             match self.sync.tsync[ti]
@@ -2511,19 +2514,12 @@ impl Sim {
             return;
         }
         if let Err((_, message)) = self.set_policy(t, policy) {
-            self.sync.failure = Some(SimError::BadThread {
+            self.sync.failure = Some(SimError::PhasePolicy {
+                t: self.now,
                 thread: self.sync.names[t as usize].clone(),
-                message: format!(
-                    "at {} ns: sched_setattr() of a phase's policy failed: {message}; the run stopped there, as rt-app exits",
-                    self.now
-                ),
+                message,
             });
             self.events.clear();
-            return;
-        }
-        // What it inherits through mutexes applies on top of its new policy.
-        if self.sync.tsync[t as usize].boost.take().is_some() {
-            self.pi_update(t);
         }
     }
 
@@ -3133,6 +3129,18 @@ impl Sim {
     /// the domain's cap, less its fair servers) and fail with `Err(true)` when refused (EBUSY),
     /// `Err(false)` for invalid parameters (EINVAL).
     pub(crate) fn set_policy(&mut self, t: ThreadId, policy: Policy) -> Result<(), (bool, String)> {
+        self.apply_policy(t, policy)?;
+        // A thread boosted through a PI mutex keeps what it inherits on top of its new policy.
+        if let Some(s) = self.sync.tsync.get_mut(t as usize) {
+            if s.boost.take().is_some() {
+                self.pi_update(t);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Sim::set_policy`] without priority inheritance on top.
+    fn apply_policy(&mut self, t: ThreadId, policy: Policy) -> Result<(), (bool, String)> {
         let ti = t as usize;
         if ti >= self.threads.len() {
             return Err((false, format!("no thread {t}")));
