@@ -308,9 +308,6 @@ struct Thread {
     se: Entity,
     /// Index of its spec in `Workload::threads` (threads started by `fork` share one spec).
     spec: u32,
-    /// It blocked in the middle of a synchronisation event whose other operations are left in
-    /// `ThreadSync::ops`: they run before its program goes on.
-    resume_ops: bool,
     /// Some phase of its spec sets a policy or CPUs (applied at each pass start).
     phase_changes: bool,
     affinity: Vec<bool>,
@@ -898,17 +895,24 @@ impl Sim {
                 Kind::CpuLocal => {
                     self.cpus[id as usize].armed = None;
                     self.cpu_local(id as usize);
+                    // Only threads stepping through their programs (here and at wake-ups)
+                    // decide sync actions.
+                    if !self.sync_pending.is_empty() {
+                        self.flush_sync();
+                    }
                 }
                 Kind::Replenish => self.replenish_timer(id),
                 Kind::Inactive => self.inactive_timer(id),
-                Kind::Wakeup => self.wakeup_batch(time, id),
+                Kind::Wakeup => {
+                    self.wakeup_batch(time, id);
+                    if !self.sync_pending.is_empty() {
+                        self.flush_sync();
+                    }
+                }
                 Kind::Controller => self.run_controller(id as usize),
                 Kind::FreqSwitch => self.freq_switch_event(id as usize),
                 Kind::Tick => self.tick_event(id as usize),
                 Kind::RqTimer => self.rq_timer_event(id as usize),
-            }
-            if !self.sync_pending.is_empty() {
-                self.flush_sync();
             }
             self.dispatch_app_events();
             if self.dvfs_on {
@@ -1139,7 +1143,6 @@ fn new_thread(
     Ok(Thread {
         se,
         spec: spec_index as u32,
-        resume_ops: false,
         phase_changes: spec
             .phases
             .iter()
@@ -1719,9 +1722,6 @@ impl Sim {
             }
             self.start_job(t, next);
         }
-        if self.threads[t as usize].resume_ops && self.run_ops(t) {
-            return Step::Wait;
-        }
         loop {
             idle_steps += 1;
             if idle_steps > MAX_IDLE_STEPS {
@@ -2261,11 +2261,9 @@ impl Sim {
         let ti = t as usize;
         while let Some(op) = self.sync.tsync[ti].ops.pop() {
             if self.sync_op(t, op) {
-                self.threads[ti].resume_ops = !self.sync.tsync[ti].ops.is_empty();
                 return true;
             }
         }
-        self.threads[ti].resume_ops = false;
         false
     }
 
@@ -2408,6 +2406,12 @@ impl Sim {
         if self.sync.spins.1 > MAX_SYNC_SPINS {
             self.finish_job(t);
             self.exit(t);
+            return;
+        }
+        // The rest of the event it blocked in (`suspend`'s wait and unlock after its lock, …)
+        // runs as it wakes, before its program goes on; it may block it again at once.
+        if !self.sync.tsync[ti].ops.is_empty() && self.run_ops(t) {
+            self.sync.tsync[ti].blocked = true;
             return;
         }
         self.wakeup_event(t);
