@@ -495,16 +495,16 @@ pub struct Sim {
     /// Hosted adaptation controllers (taken out while they run, so they can borrow the sim).
     controllers: Vec<Option<Box<dyn Controller>>>,
     pending_app: Vec<AppEvent>,
-    /// Wake-ups, priority-inheritance updates, forks and phase-level changes decided while a
-    /// thread steps through its program, applied once the event that ran it is over (the
-    /// stepping thread's CPU must not change under it).
-    sync_pending: Vec<SyncAction>,
     /// Names, shared objects and per-thread synchronisation state, boxed: the hot path never
-    /// touches them, and `Sim`'s hot fields stay where they were.
+    /// touches them but for one check per event, and `Sim`'s hot fields stay where they were.
     sync: Box<SyncState>,
 }
 
 struct SyncState {
+    /// Wake-ups, priority-inheritance updates, forks and phase-level changes decided while a
+    /// thread steps through its program, applied once the event that ran it is over (the
+    /// stepping thread's CPU must not change under it).
+    pending: Vec<SyncAction>,
     /// Each thread's name: its spec's, or rt-app's `<task>-<index>-<nfork:04>` for a forked one.
     names: Vec<String>,
     /// Mutexes, condition variables, barriers and semaphores (`crate::sync`).
@@ -768,8 +768,8 @@ impl Sim {
             dvfs_on,
             controllers: Vec::new(),
             pending_app: Vec::new(),
-            sync_pending: Vec::new(),
             sync: Box::new(SyncState {
+                pending: Vec::new(),
                 names,
                 objects,
                 tsync,
@@ -897,7 +897,7 @@ impl Sim {
                     self.cpu_local(id as usize);
                     // Only threads stepping through their programs (here and at wake-ups)
                     // decide sync actions.
-                    if !self.sync_pending.is_empty() {
+                    if !self.sync.pending.is_empty() {
                         self.flush_sync();
                     }
                 }
@@ -905,7 +905,7 @@ impl Sim {
                 Kind::Inactive => self.inactive_timer(id),
                 Kind::Wakeup => {
                     self.wakeup_batch(time, id);
-                    if !self.sync_pending.is_empty() {
+                    if !self.sync.pending.is_empty() {
                         self.flush_sync();
                     }
                 }
@@ -1857,7 +1857,7 @@ impl Sim {
                 None
             }
             Event::Fork { thread } => {
-                self.sync_pending.push(SyncAction::Fork {
+                self.sync.pending.push(SyncAction::Fork {
                     parent: t,
                     spec: *thread,
                 });
@@ -2296,10 +2296,10 @@ impl Sim {
                         // It wakes holding the mutex again, or waits for it.
                         Some(m) => {
                             if !self.lock(w.t, m) {
-                                self.sync_pending.push(SyncAction::Wake(w.t));
+                                self.sync.pending.push(SyncAction::Wake(w.t));
                             }
                         }
-                        None => self.sync_pending.push(SyncAction::Wake(w.t)),
+                        None => self.sync.pending.push(SyncAction::Wake(w.t)),
                     }
                 }
                 self.sync.woken = woken;
@@ -2311,7 +2311,7 @@ impl Sim {
                 let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
                 let passes = objects.barrier(b, t, |w| wait_key(threads, pi, w), &mut woken);
                 for &w in &woken {
-                    self.sync_pending.push(SyncAction::Wake(w.t));
+                    self.sync.pending.push(SyncAction::Wake(w.t));
                 }
                 self.sync.woken = woken;
                 !passes
@@ -2319,7 +2319,7 @@ impl Sim {
             Op::SemPost(sem) => {
                 let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
                 if let Some(w) = objects.sem_post(sem, |w| wait_key(threads, pi, w)) {
-                    self.sync_pending.push(SyncAction::Wake(w));
+                    self.sync.pending.push(SyncAction::Wake(w));
                 }
                 false
             }
@@ -2338,7 +2338,7 @@ impl Sim {
             Acquire::Blocked { owner } => {
                 self.sync.tsync[t as usize].blocked_on = Some(m);
                 if self.sync.pi {
-                    self.sync_pending.push(SyncAction::Pi(owner));
+                    self.sync.pending.push(SyncAction::Pi(owner));
                 }
                 true
             }
@@ -2357,13 +2357,13 @@ impl Sim {
             let s = &mut self.sync.tsync[n as usize];
             s.blocked_on = None;
             s.owned.push(m);
-            self.sync_pending.push(SyncAction::Wake(n));
+            self.sync.pending.push(SyncAction::Wake(n));
             if self.sync.pi {
-                self.sync_pending.push(SyncAction::Pi(n));
+                self.sync.pending.push(SyncAction::Pi(n));
             }
         }
         if self.sync.pi && self.sync.tsync[t as usize].boost.is_some() {
-            self.sync_pending.push(SyncAction::Pi(t));
+            self.sync.pending.push(SyncAction::Pi(t));
         }
     }
 
@@ -2373,8 +2373,8 @@ impl Sim {
     #[inline(never)]
     fn flush_sync(&mut self) {
         let mut i = 0;
-        while i < self.sync_pending.len() {
-            let a = std::mem::replace(&mut self.sync_pending[i], SyncAction::Pi(0));
+        while i < self.sync.pending.len() {
+            let a = std::mem::replace(&mut self.sync.pending[i], SyncAction::Pi(0));
             i += 1;
             match a {
                 SyncAction::Wake(t) => self.sync_wake(t),
@@ -2387,7 +2387,7 @@ impl Sim {
                 break;
             }
         }
-        self.sync_pending.clear();
+        self.sync.pending.clear();
     }
 
     /// A thread blocked on a synchronisation object is woken (it owns what it waited for).
@@ -2498,14 +2498,14 @@ impl Sim {
         let mask = (mask != th.affinity).then_some(mask);
         if let Some(p) = policy.filter(|&p| p != th.policy) {
             if on_cpu {
-                self.sync_pending.push(SyncAction::SetPolicy(t, p));
+                self.sync.pending.push(SyncAction::SetPolicy(t, p));
             } else {
                 self.phase_policy(t, p);
             }
         }
         if let Some(mask) = mask {
             if on_cpu {
-                self.sync_pending.push(SyncAction::SetAffinity(t, mask));
+                self.sync.pending.push(SyncAction::SetAffinity(t, mask));
             } else {
                 self.set_affinity(t, mask);
             }
