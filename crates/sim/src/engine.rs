@@ -671,10 +671,16 @@ impl Sim {
             // without forked specs.
             let th = new_thread(i, threads.len(), spec, &cfg, &fair)?;
             check_spec(spec, &workload, m, &fair)?;
-            for p in &spec.phases {
-                if let Some(cpus) = &p.affinity {
-                    extra_affinities.push(affinity_mask(cpus, m)?);
+            // Every CPU a thread may run on, in any phase, links one root domain: a thread
+            // never moves between domains.
+            if th.phase_changes {
+                let mut all = th.affinity.clone();
+                for cpus in spec.phases.iter().filter_map(|p| p.affinity.as_ref()) {
+                    for (a, b) in all.iter_mut().zip(affinity_mask(cpus, m)?) {
+                        *a |= b;
+                    }
                 }
+                extra_affinities.push(all);
             }
             if spec.forked {
                 extra_affinities.push(th.affinity);

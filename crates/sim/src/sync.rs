@@ -190,8 +190,8 @@ impl Objects {
         }
     }
 
-    /// `t` reaches barrier `b`: `Some(released)` (most urgent first) if it is the last arrival
-    /// and releases the others (it does not wait), `None` if it waits.
+    /// `t` reaches barrier `b`. The last arrival (the counter at 0) releases the waiters into
+    /// `out`, most urgent first, and goes on (true); the others wait (false).
     pub fn barrier(
         &mut self,
         b: usize,
@@ -242,15 +242,6 @@ impl Objects {
         } else {
             waiters.push(w);
             false
-        }
-    }
-
-    /// The semaphore's value (tests, diagnostics).
-    #[allow(dead_code)]
-    pub fn sem_value(&self, s: usize) -> Option<u64> {
-        match &self.objs[s] {
-            Object::Semaphore { count, .. } => Some(*count),
-            _ => None,
         }
     }
 }
