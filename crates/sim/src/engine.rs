@@ -1,6 +1,8 @@
 //! The discrete-event engine: simulated time in integer nanoseconds, per-CPU run queues, the
 //! classes of `crate::class` stacked deadline > rt > fair > idle, and threads executing the
-//! workload model of `pacer-workload` (run / runtime / sleep / timer / yield events).
+//! workload model of `pacer-workload` (run / runtime / sleep / timer / yield events, rt-app's
+//! synchronisation events on the objects of `crate::sync`, `mem` / `iorun` work, `fork`, and
+//! phase-level policy and CPU changes).
 //!
 //! Multiprocessor scheduling follows the kernel's distributed run queues: a waking thread picks a
 //! CPU (`select_task_rq`: an idle CPU, else the one running the least urgent thread it can
@@ -26,8 +28,11 @@
 //! 6. scheduler ticks of busy CPUs in schedutil clusters;
 //! 7. hosted controllers.
 //!
-//! After each event the CPUs it touched reschedule immediately (the kernel's resched IPI), then the
-//! schedutil governors of the clusters it touched run (`cpufreq_update_util()`; see
+//! After each event the CPUs it touched reschedule immediately (the kernel's resched IPI); what
+//! the threads it ran decided for others or for their own scheduling (sync wake-ups, priority
+//! inheritance, forks, phase-level policy and CPUs) is then applied in the order decided, at the
+//! same instant, rescheduling the CPUs it touches (a thread's CPU never changes while it steps
+//! through its program); then the schedutil governors of the clusters it touched run (`cpufreq_update_util()`; see
 //! [`crate::dvfs`]). Residency is settled at each OPP change from the busy time `update_curr`
 //! charges, and utilisation signals are brought up to date before every change of a CPU's running
 //! thread or speed, so neither needs events of its own.
@@ -41,7 +46,7 @@ use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
-use pacer_workload::{Cursor, Event, Policy, Step as Walk, Workload};
+use pacer_workload::{Cursor, Event, Policy, Step as Walk, ThreadSpec, Workload};
 use rand::Rng;
 
 use crate::class::cpudl::RootHeaps;
@@ -55,6 +60,7 @@ use crate::dvfs::{
     CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals, UtilSignal,
 };
 use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
+use crate::sync::{Acquire, Objects, Op, WaitKey, Waiter};
 
 /// Simulation settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,7 +135,31 @@ pub struct SimConfig {
     /// does (default). `false` charges wall-clock execution, as AQuoSA did for LFS++ — the
     /// accounting under which a frequency drop makes budgets overrun (LFS++ §6.3, Fig. 10).
     pub scale_invariant_runtime: bool,
+    /// Cost of rt-app's `mem` event per byte, ns of work at capacity 1024 (run like `run` work,
+    /// so it stretches on slower CPUs and is scaled by `work_scale`): rt-app `memset()`s its
+    /// buffer (`mem_buffer_size`, 4 MiB by default) in buffer-sized chunks. Default
+    /// [`DEFAULT_MEM_NS_PER_BYTE`].
+    pub mem_ns_per_byte: f64,
+    /// Cost of rt-app's `iorun` event per byte, ns of work at capacity 1024: `write(2)`s of the
+    /// buffer to `io_device` (`/dev/null` by default). Default [`DEFAULT_IO_NS_PER_BYTE`].
+    pub io_ns_per_byte: f64,
 }
+
+/// Default [`SimConfig::mem_ns_per_byte`], measured on the development machine (2-vCPU KVM
+/// guest, "Intel Xeon Processor", glibc, `gcc -O2 crates/sim/tools/memio.c`): `memset()` of a
+/// 4 MiB buffer (rt-app's default `mem_buffer_size`), 200 repetitions after 20 warm-ups, median
+/// 0.0352–0.0357 ns/byte over two runs (≈ 28 GB/s). See docs/simulator.md, "Synchronisation".
+pub const DEFAULT_MEM_NS_PER_BYTE: f64 = 0.035;
+
+/// Default [`SimConfig::io_ns_per_byte`], measured as [`DEFAULT_MEM_NS_PER_BYTE`]: `write(2)` of
+/// 4 KiB chunks of the buffer to `/dev/null`, 64 MiB per sample, 20 samples, median
+/// 0.0223–0.0224 ns/byte (≈ 92 ns per call). rt-app writes buffer-sized (4 MiB) chunks, which to
+/// `/dev/null` cost only the system call (≈ 0.00002 ns/byte); set it for a real device.
+pub const DEFAULT_IO_NS_PER_BYTE: f64 = 0.022;
+
+/// Most threads one `fork` event's task may have forked before rt-app exits with an error
+/// (rt-app.c `FORKS_LIMIT`: counted per forked task, over every thread that forks it).
+pub const FORKS_LIMIT: u32 = 1024;
 
 impl SimConfig {
     pub fn new(cpus: usize) -> Self {
@@ -156,6 +186,8 @@ impl SimConfig {
             tick_phase: None,
             track_util: false,
             mem_bound: 0.0,
+            mem_ns_per_byte: DEFAULT_MEM_NS_PER_BYTE,
+            io_ns_per_byte: DEFAULT_IO_NS_PER_BYTE,
         }
     }
 
@@ -208,6 +240,36 @@ pub enum SimError {
     NoSuchCluster { cluster: usize, clusters: usize },
     #[error("no thread {0}")]
     NoSuchThread(u32),
+    #[error("{which}: expected a finite cost >= 0 ns per byte, got {value}")]
+    BadByteCost { which: &'static str, value: String },
+    #[error("thread `{thread}`: phase {phase}: the `{event}` event names resource {resource}, {problem}")]
+    BadResource {
+        thread: String,
+        phase: usize,
+        event: &'static str,
+        resource: usize,
+        problem: String,
+    },
+    #[error(
+        "thread `{thread}`: phase {phase}: `fork` names thread spec {spec}, but the workload has {specs}"
+    )]
+    BadFork {
+        thread: String,
+        phase: usize,
+        spec: usize,
+        specs: usize,
+    },
+    /// A run stopped as rt-app would exit: the kernel refused a phase's policy.
+    #[error("at {t} ns: thread `{thread}`: sched_setattr() of a phase's policy failed: {message}; the run stopped there, as rt-app exits")]
+    PhasePolicy { t: u64, thread: String, message: String },
+    /// A run stopped as rt-app would exit: a task was forked [`FORKS_LIMIT`] times.
+    #[error("at {t} ns: thread `{thread}` cannot fork `{task}` again: it reached its fork limit ({limit}); the run stopped there, as rt-app exits")]
+    ForkLimit {
+        t: u64,
+        thread: String,
+        task: String,
+        limit: u32,
+    },
     #[error("cluster {cluster}: {khz} kHz is not one of the available frequencies {available:?}")]
     NotAnOpp {
         cluster: usize,
@@ -244,6 +306,10 @@ struct Job {
 struct Thread {
     /// The scheduling entity of the thread's class.
     se: Entity,
+    /// Index of its spec in `Workload::threads` (threads started by `fork` share one spec).
+    spec: u32,
+    /// Some phase of its spec sets a policy or CPUs (applied at each pass start).
+    phase_changes: bool,
     affinity: Vec<bool>,
     /// The one CPU of an affinity of size 1 (`nr_cpus_allowed == 1`): CPU selection and push
     /// have nothing to look for.
@@ -429,6 +495,65 @@ pub struct Sim {
     /// Hosted adaptation controllers (taken out while they run, so they can borrow the sim).
     controllers: Vec<Option<Box<dyn Controller>>>,
     pending_app: Vec<AppEvent>,
+    /// Names, shared objects and per-thread synchronisation state, boxed: the hot path never
+    /// touches them but for one check per event, and `Sim`'s hot fields stay where they were.
+    sync: Box<SyncState>,
+}
+
+struct SyncState {
+    /// Wake-ups, priority-inheritance updates, forks and phase-level changes decided while a
+    /// thread steps through its program, applied once the event that ran it is over (the
+    /// stepping thread's CPU must not change under it).
+    pending: Vec<SyncAction>,
+    /// Each thread's name: its spec's, or rt-app's `<task>-<index>-<nfork:04>` for a forked one.
+    names: Vec<String>,
+    /// Mutexes, condition variables, barriers and semaphores (`crate::sync`).
+    objects: Objects,
+    /// Per thread, its synchronisation state (kept apart from `Thread`, which the hot path
+    /// walks).
+    tsync: Vec<ThreadSync>,
+    /// Mutexes inherit priorities (`RunSettings::pi_enabled`).
+    pi: bool,
+    /// Threads forked so far from each spec (rt-app's per-task `nforks`).
+    nforks: Vec<u32>,
+    /// Why the run stopped early, if it did (a fork past [`FORKS_LIMIT`], a refused phase
+    /// policy).
+    failure: Option<SimError>,
+    /// Wake-ups by synchronisation at the current instant, and that instant: bounds a ping-pong
+    /// between threads that never lets time pass.
+    spins: (u64, u64),
+    /// Reused buffer of woken condition-variable or barrier waiters.
+    woken: Vec<Waiter>,
+}
+
+/// A thread's synchronisation state.
+#[derive(Debug, Default)]
+struct ThreadSync {
+    /// Operations of the current sync event still to run, last first.
+    ops: Vec<Op>,
+    /// Mutexes it owns (priority inheritance looks at their waiters).
+    owned: Vec<usize>,
+    /// The mutex it waits for, if any (priority-inheritance chains).
+    blocked_on: Option<usize>,
+    /// It is blocked on a synchronisation object (not a timer): only a sync wake-up resumes it.
+    blocked: bool,
+    /// The policy priority inheritance gives it now, if boosted.
+    boost: Option<Policy>,
+}
+
+#[derive(Debug, Clone)]
+enum SyncAction {
+    Wake(ThreadId),
+    /// Recompute priority inheritance for a mutex owner.
+    Pi(ThreadId),
+    Fork {
+        parent: ThreadId,
+        spec: usize,
+    },
+    /// A phase-level policy (rt-app `set_thread_param()`).
+    SetPolicy(ThreadId, Policy),
+    /// A phase-level CPU set, or back to the thread's (rt-app `set_thread_affinity()`).
+    SetAffinity(ThreadId, Vec<bool>),
 }
 
 impl Sim {
@@ -501,6 +626,17 @@ impl Sim {
                 cfg.mem_bound
             )));
         }
+        for (which, value) in [
+            ("mem_ns_per_byte", cfg.mem_ns_per_byte),
+            ("io_ns_per_byte", cfg.io_ns_per_byte),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(SimError::BadByteCost {
+                    which,
+                    value: value.to_string(),
+                });
+            }
+        }
         if cfg.tick_ns == 0 {
             return Err(SimError::BadTick);
         }
@@ -526,100 +662,35 @@ impl Sim {
             })
             .collect::<Vec<_>>();
         let mut threads = Vec::with_capacity(workload.threads.len());
+        let mut names = Vec::with_capacity(workload.threads.len());
+        // Forked specs are checked now too (a bad one would only show at its first fork), and
+        // their CPUs, and those of phase-level `cpus`, join the root domains they may run in.
+        let mut extra_affinities = Vec::new();
         for (i, spec) in workload.threads.iter().enumerate() {
-            let mut affinity = vec![spec.affinity.is_none(); m];
-            if let Some(cpus) = &spec.affinity {
-                for &c in cpus {
-                    if c >= m {
-                        return Err(SimError::AffinityOutOfRange {
-                            thread: spec.name.clone(),
-                            cpu: c,
-                            cpus: m,
-                        });
+            // A thread's draws are seeded by its id, which is its spec's index in a workload
+            // without forked specs.
+            let th = new_thread(i, threads.len(), spec, &cfg, &fair)?;
+            check_spec(spec, &workload, m, &fair)?;
+            // Every CPU a thread may run on, in any phase, links one root domain: a thread
+            // never moves between domains.
+            if th.phase_changes {
+                let mut all = th.affinity.clone();
+                for cpus in spec.phases.iter().filter_map(|p| p.affinity.as_ref()) {
+                    for (a, b) in all.iter_mut().zip(affinity_mask(cpus, m)?) {
+                        *a |= b;
                     }
-                    affinity[c] = true;
                 }
-            }
-            let Some(first_cpu) = affinity.iter().position(|&a| a) else {
-                return Err(SimError::EmptyAffinity {
-                    thread: spec.name.clone(),
-                });
-            };
-            let se = Entity::from_policy(&spec.policy, &fair).map_err(|message| SimError::BadThread {
-                thread: spec.name.clone(),
-                message,
-            })?;
-            if spec
-                .phases
-                .iter()
-                .any(|p| p.policy.is_some() || p.affinity.is_some())
-            {
-                return Err(SimError::BadThread {
-                    thread: spec.name.clone(),
-                    message: "phase-level policy or cpus changes are not simulated yet; set them on the task"
-                        .into(),
-                });
-            }
-            if let Some((phase, e)) = spec
-                .first_unsupported(|e| !e.is_sync() && !matches!(e, Event::Mem { .. } | Event::IoRun { .. }))
-            {
-                return Err(SimError::BadThread {
-                    thread: spec.name.clone(),
-                    message: format!(
-                        "phase {phase}: the `{}` event is not simulated yet",
-                        e.rtapp_name()
-                    ),
-                });
+                extra_affinities.push(all);
             }
             if spec.forked {
-                return Err(SimError::BadThread {
-                    thread: spec.name.clone(),
-                    message: "threads started by `fork` are not simulated yet".into(),
-                });
+                extra_affinities.push(th.affinity);
+            } else {
+                names.push(spec.name.clone());
+                threads.push(th);
             }
-            if let Some(why) = spec.timeless_loop() {
-                return Err(SimError::BadThread {
-                    thread: spec.name.clone(),
-                    message: why,
-                });
-            }
-            if spec.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
-                return Err(SimError::BadThread {
-                    thread: spec.name.clone(),
-                    message: "no events to run".into(),
-                });
-            }
-            // Shared with the real-kernel executor, so both judge jobs alike.
-            let rel_deadline = spec.relative_deadline_ns();
-            let period = spec.period_ns();
-            threads.push(Thread {
-                se,
-                pinned: (affinity.iter().filter(|&&a| a).count() == 1).then_some(first_cpu as u32),
-                affinity,
-                state: State::NotStarted,
-                waiting_since: None,
-                cpu: first_cpu as u32,
-                pc: Cursor::default(),
-                remaining: 0,
-                wall: false,
-                overhead: 0,
-                job: None,
-                pending_release: None,
-                rel_deadline,
-                period,
-                has_timer: spec.has_timer(),
-                t_first: 0,
-                timer_gen: 0,
-                pending_sleep: None,
-                throttled: false,
-                rng: pacer_workload::thread_rng(cfg.seed, i),
-                stats: ThreadStats::default(),
-                policy: spec.policy,
-                wake_log: None,
-                units: 0,
-                cooperative: spec.cooperative,
-                mem: cfg.mem_bound,
-            });
+        }
+        if threads.is_empty() {
+            return Err(SimError::NoThreads);
         }
         let mut cpus: Vec<Cpu> = platform
             .cpus
@@ -647,7 +718,11 @@ impl Sim {
         // Root domains are the connected components of CPUs linked by some thread's affinity
         // (exclusive cpusets in the kernel). Each holds its tasks' SCHED_DEADLINE bandwidth and
         // its CPUs' fair servers; GRUB's extra_bw is the unallocated rest, shared by its CPUs.
-        let (root_domain, mut root_domains) = build_root_domains(&cpus, &threads, &cfg);
+        let affinities = threads
+            .iter()
+            .map(|t| t.affinity.as_slice())
+            .chain(extra_affinities.iter().map(Vec::as_slice));
+        let (root_domain, mut root_domains) = build_root_domains(&cpus, affinities, &cfg);
         for rd in &mut root_domains {
             let tasks: u64 = threads
                 .iter()
@@ -668,6 +743,10 @@ impl Sim {
         let timers = (0..workload.timer_count())
             .map(|_| SharedTimer::default())
             .collect();
+        let objects = Objects::new(&workload);
+        let tsync = (0..threads.len()).map(|_| ThreadSync::default()).collect();
+        let pi = workload.settings.pi_enabled;
+        let nforks = vec![0; workload.threads.len()];
         let mut sim = Sim {
             workload,
             cfg,
@@ -695,9 +774,22 @@ impl Sim {
             dvfs_on,
             controllers: Vec::new(),
             pending_app: Vec::new(),
+            sync: Box::new(SyncState {
+                pending: Vec::new(),
+                names,
+                objects,
+                tsync,
+                pi,
+                nforks,
+                failure: None,
+                spins: (0, 0),
+                woken: Vec::new(),
+            }),
         };
         for i in 0..sim.threads.len() {
-            let delay = sim.workload.threads[i].start_delay.ns();
+            let delay = sim.workload.threads[sim.threads[i].spec as usize]
+                .start_delay
+                .ns();
             sim.push_event(delay, Kind::Wakeup, i as u32, 0);
         }
         Ok(sim)
@@ -718,9 +810,39 @@ impl Sim {
         self.jobs_finished
     }
 
-    /// Thread names in thread-id order.
+    /// Thread names in thread-id order: the threads started with the run (their spec's name),
+    /// then those `fork` events started so far, named as rt-app names them
+    /// (`<task>-<index>-<nfork:04>`). Ask again after running to name forked threads' jobs.
     pub fn thread_names(&self) -> Vec<String> {
-        self.workload.threads.iter().map(|t| t.name.clone()).collect()
+        self.sync.names.clone()
+    }
+
+    /// The name of thread `t` (see [`Sim::thread_names`]).
+    pub fn thread_name(&self, t: ThreadId) -> Option<&str> {
+        self.sync.names.get(t as usize).map(String::as_str)
+    }
+
+    /// Number of threads so far (the initial ones and those forked).
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Why the run stopped before its horizon, if it did: rt-app would have exited there (a
+    /// task forked [`FORKS_LIMIT`] times). The events after it are not simulated.
+    pub fn failure(&self) -> Option<&SimError> {
+        self.sync.failure.as_ref()
+    }
+
+    /// Whether thread `t` is blocked on a mutex, condition variable, barrier or semaphore.
+    pub fn sync_blocked(&self, t: ThreadId) -> Option<bool> {
+        self.sync.tsync.get(t as usize).map(|s| s.blocked)
+    }
+
+    /// The owner of mutex `m` (an index into `Workload::resources`), if it is held.
+    pub fn mutex_owner(&self, m: usize) -> Option<ThreadId> {
+        (m < self.workload.resources.len())
+            .then(|| self.sync.objects.owner(m))
+            .flatten()
     }
 
     /// Current SCHED_DEADLINE state of a thread: (absolute deadline, remaining runtime), the
@@ -779,10 +901,20 @@ impl Sim {
                 Kind::CpuLocal => {
                     self.cpus[id as usize].armed = None;
                     self.cpu_local(id as usize);
+                    // Only threads stepping through their programs (here and at wake-ups)
+                    // decide sync actions.
+                    if !self.sync.pending.is_empty() {
+                        self.flush_sync();
+                    }
                 }
                 Kind::Replenish => self.replenish_timer(id),
                 Kind::Inactive => self.inactive_timer(id),
-                Kind::Wakeup => self.wakeup_batch(time, id),
+                Kind::Wakeup => {
+                    self.wakeup_batch(time, id);
+                    if !self.sync.pending.is_empty() {
+                        self.flush_sync();
+                    }
+                }
                 Kind::Controller => self.run_controller(id as usize),
                 Kind::FreqSwitch => self.freq_switch_event(id as usize),
                 Kind::Tick => self.tick_event(id as usize),
@@ -899,6 +1031,157 @@ fn work_speed(speed: u64, cap: u64, mem: f64) -> u64 {
     ((c * s / (mem * s + (1.0 - mem) * c)).round() as u64).clamp(speed, cap)
 }
 
+/// Refuses what the simulator cannot run in a thread spec: phase-level changes, sync events
+/// naming missing resources or resources of the wrong kind, forks of missing specs, programs
+/// that would never let time pass or have nothing to run.
+fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> Result<(), SimError> {
+    let bad = |message: String| SimError::BadThread {
+        thread: spec.name.clone(),
+        message,
+    };
+    for (phase, p) in spec.phases.iter().enumerate() {
+        if let Some(cpus) = &p.affinity {
+            affinity_mask(cpus, m).map_err(|e| match e {
+                SimError::AffinityOutOfRange { cpu, cpus, .. } => SimError::AffinityOutOfRange {
+                    thread: format!("{} (phase {phase})", spec.name),
+                    cpu,
+                    cpus,
+                },
+                _ => SimError::EmptyAffinity {
+                    thread: format!("{} (phase {phase})", spec.name),
+                },
+            })?;
+        }
+        if let Some(policy) = &p.policy {
+            Entity::from_policy(policy, fair).map_err(|message| SimError::BadThread {
+                thread: spec.name.clone(),
+                message: format!("phase {phase}: {message}"),
+            })?;
+        }
+    }
+    for (phase, p) in spec.phases.iter().enumerate() {
+        for e in &p.events {
+            if let Event::Fork { thread } = *e {
+                if thread >= w.threads.len() {
+                    return Err(SimError::BadFork {
+                        thread: spec.name.clone(),
+                        phase,
+                        spec: thread,
+                        specs: w.threads.len(),
+                    });
+                }
+            }
+            for (r, want) in crate::sync::ops_of(e).1.into_iter().flatten() {
+                let problem = match w.resources.get(r) {
+                    None => format!("but the workload has {}", w.resources.len()),
+                    Some(res) if !crate::sync::kind_is(res.kind, want) => {
+                        format!("`{}`, which is not a {}", res.name, want.name())
+                    }
+                    Some(_) => continue,
+                };
+                return Err(SimError::BadResource {
+                    thread: spec.name.clone(),
+                    phase,
+                    event: e.rtapp_name(),
+                    resource: r,
+                    problem,
+                });
+            }
+        }
+    }
+    if let Some(why) = spec.timeless_loop() {
+        return Err(bad(why));
+    }
+    if spec.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
+        return Err(bad("no events to run".into()));
+    }
+    Ok(())
+}
+
+/// The mask of CPU list `cpus` on `m` CPUs (errors name no thread: the caller fills it in).
+fn affinity_mask(cpus: &[usize], m: usize) -> Result<Vec<bool>, SimError> {
+    let mut mask = vec![false; m];
+    for &c in cpus {
+        if c >= m {
+            return Err(SimError::AffinityOutOfRange {
+                thread: String::new(),
+                cpu: c,
+                cpus: m,
+            });
+        }
+        mask[c] = true;
+    }
+    if !mask.contains(&true) {
+        return Err(SimError::EmptyAffinity {
+            thread: String::new(),
+        });
+    }
+    Ok(mask)
+}
+
+/// A thread of spec `spec_index` with id `id`, not started.
+fn new_thread(
+    spec_index: usize,
+    id: usize,
+    spec: &ThreadSpec,
+    cfg: &SimConfig,
+    fair: &FairParams,
+) -> Result<Thread, SimError> {
+    let m = cfg.cpus;
+    let affinity = match &spec.affinity {
+        None => vec![true; m],
+        Some(cpus) => affinity_mask(cpus, m).map_err(|e| match e {
+            SimError::AffinityOutOfRange { cpu, cpus, .. } => SimError::AffinityOutOfRange {
+                thread: spec.name.clone(),
+                cpu,
+                cpus,
+            },
+            _ => SimError::EmptyAffinity {
+                thread: spec.name.clone(),
+            },
+        })?,
+    };
+    let first_cpu = affinity.iter().position(|&a| a).unwrap_or(0);
+    let se = Entity::from_policy(&spec.policy, fair).map_err(|message| SimError::BadThread {
+        thread: spec.name.clone(),
+        message,
+    })?;
+    Ok(Thread {
+        se,
+        spec: spec_index as u32,
+        phase_changes: spec
+            .phases
+            .iter()
+            .any(|p| p.policy.is_some() || p.affinity.is_some()),
+        pinned: (affinity.iter().filter(|&&a| a).count() == 1).then_some(first_cpu as u32),
+        affinity,
+        state: State::NotStarted,
+        waiting_since: None,
+        cpu: first_cpu as u32,
+        pc: Cursor::default(),
+        remaining: 0,
+        wall: false,
+        overhead: 0,
+        job: None,
+        pending_release: None,
+        // Shared with the real-kernel executor, so both judge jobs alike.
+        rel_deadline: spec.relative_deadline_ns(),
+        period: spec.period_ns(),
+        has_timer: spec.has_timer(),
+        t_first: 0,
+        timer_gen: 0,
+        pending_sleep: None,
+        throttled: false,
+        rng: pacer_workload::thread_rng(cfg.seed, id),
+        stats: ThreadStats::default(),
+        policy: spec.policy,
+        wake_log: None,
+        units: 0,
+        cooperative: spec.cooperative,
+        mem: cfg.mem_bound,
+    })
+}
+
 /// One [`Domain`] per cluster of `p`, under `governors` (see [`SimConfig::governors`]).
 fn build_domains(p: &Platform, governors: &[Governor]) -> Result<Vec<Domain>, SimError> {
     let n = p.clusters.len();
@@ -968,7 +1251,11 @@ fn signal_settings(d: &Domain) -> (Walt, u64) {
 
 /// The root domains: connected components of CPUs linked by some thread's affinity. Returns each
 /// CPU's domain index and the domains, with their fair servers counted in `total_bw`.
-fn build_root_domains(cpus: &[Cpu], threads: &[Thread], cfg: &SimConfig) -> (Vec<usize>, Vec<RootDomain>) {
+fn build_root_domains<'a>(
+    cpus: &[Cpu],
+    affinities: impl Iterator<Item = &'a [bool]>,
+    cfg: &SimConfig,
+) -> (Vec<usize>, Vec<RootDomain>) {
     let m = cpus.len();
     let mut parent: Vec<usize> = (0..m).collect();
     fn find(p: &mut [usize], x: usize) -> usize {
@@ -984,9 +1271,9 @@ fn build_root_domains(cpus: &[Cpu], threads: &[Thread], cfg: &SimConfig) -> (Vec
         }
         r
     }
-    for t in threads {
+    for affinity in affinities {
         let mut first = None;
-        for (c, &a) in t.affinity.iter().enumerate() {
+        for (c, &a) in affinity.iter().enumerate() {
             if a {
                 match first {
                     None => first = Some(c),
@@ -1034,6 +1321,8 @@ enum Step {
     Preempted,
     /// Block until the time; `Some(release)` if a new job is released at wake-up.
     Block(u64, Option<u64>),
+    /// Block on a synchronisation object until another thread wakes it.
+    Wait,
     Yield,
     Exit,
 }
@@ -1445,16 +1734,19 @@ impl Sim {
                 self.finish_job(t);
                 return Step::Exit;
             }
-            let spec = &self.workload.threads[t as usize];
+            let spec = &self.workload.threads[self.threads[t as usize].spec as usize];
             let th = &mut self.threads[t as usize];
             let ev = match th.pc.advance(spec) {
                 Walk::Done => {
                     self.finish_job(t);
                     return Step::Exit;
                 }
-                // Phase-level CPUs and policies are refused when the simulation is built.
-                Walk::PassStart(_) => {
+                Walk::PassStart(phase) => {
                     idle_steps -= 1;
+                    if th.phase_changes {
+                        let (policy, cpus) = (phase.policy, phase.affinity.clone());
+                        self.phase_start(t, policy, cpus);
+                    }
                     continue;
                 }
                 Walk::PassEnd => {
@@ -1526,8 +1818,11 @@ impl Sim {
                         units: *units,
                     });
                 }
-                // Refused when the simulation is built.
-                Event::Lock { .. }
+                // rt-app's events beyond pacer's original ones, out of line.
+                Event::Mem { .. }
+                | Event::IoRun { .. }
+                | Event::Fork { .. }
+                | Event::Lock { .. }
                 | Event::Unlock { .. }
                 | Event::Wait { .. }
                 | Event::Signal { .. }
@@ -1537,10 +1832,47 @@ impl Sim {
                 | Event::Suspend { .. }
                 | Event::Resume { .. }
                 | Event::SemPost { .. }
-                | Event::SemWait { .. }
-                | Event::Mem { .. }
-                | Event::IoRun { .. }
-                | Event::Fork { .. } => {}
+                | Event::SemWait { .. } => {
+                    let ev = ev.clone();
+                    if let Some(step) = self.rtapp_event(t, &ev) {
+                        return step;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `mem`, `iorun`, `fork` and the synchronisation events: the step they end on, if any.
+    #[cold]
+    #[inline(never)]
+    fn rtapp_event(&mut self, t: ThreadId, ev: &Event) -> Option<Step> {
+        match ev {
+            Event::Mem { bytes } | Event::IoRun { bytes } => {
+                let per_byte = match ev {
+                    Event::Mem { .. } => self.cfg.mem_ns_per_byte,
+                    _ => self.cfg.io_ns_per_byte,
+                };
+                // Saturates rather than wraps for absurd sizes (f64 → u64 casts clamp).
+                let w = (*bytes as f64 * per_byte * self.cfg.work_scale).round() as u64;
+                if w > 0 {
+                    let th = &mut self.threads[t as usize];
+                    th.remaining = w;
+                    th.wall = false;
+                    return Some(Step::Run);
+                }
+                None
+            }
+            Event::Fork { thread } => {
+                self.sync.pending.push(SyncAction::Fork {
+                    parent: t,
+                    spec: *thread,
+                });
+                None
+            }
+            _ => {
+                let ops = crate::sync::ops_of(ev).0;
+                self.sync.tsync[t as usize].ops.extend(ops.iter().rev().flatten());
+                self.run_ops(t).then_some(Step::Wait)
             }
         }
     }
@@ -1631,6 +1963,7 @@ impl Sim {
         match step {
             Step::Run | Step::Yield | Step::Preempted => self.wake(t),
             Step::Block(until, release) => self.sleep(t, until, release),
+            Step::Wait => self.block_on_sync(t),
             Step::Exit => self.exit(t),
         }
     }
@@ -1696,6 +2029,22 @@ impl Sim {
         let th = &mut self.threads[t as usize];
         th.pending_release = release;
         self.push_event(until.saturating_add(self.cfg.wakeup_latency), Kind::Wakeup, t, 0);
+        self.block_class(t, now);
+    }
+
+    /// The thread blocks on a synchronisation object: no timer, another thread's operation
+    /// wakes it ([`Sim::sync_wake`]).
+    fn block_on_sync(&mut self, t: ThreadId) {
+        let now = self.now;
+        self.set_state(t, State::Sleeping);
+        self.threads[t as usize].pending_release = None;
+        self.sync.tsync[t as usize].blocked = true;
+        self.block_class(t, now);
+    }
+
+    /// What the thread's class does when it blocks (`dequeue_task(DEQUEUE_SLEEP)`).
+    #[inline]
+    fn block_class(&mut self, t: ThreadId, now: u64) {
         let th = &mut self.threads[t as usize];
         match th.se.block(now) {
             Block::Nothing => {}
@@ -1817,6 +2166,12 @@ impl Sim {
                     self.resched(cpu);
                     return;
                 }
+                Step::Wait => {
+                    self.deschedule(cpu, Off::Block);
+                    self.block_on_sync(t);
+                    self.resched(cpu);
+                    return;
+                }
                 Step::Exit => {
                     self.deschedule(cpu, Off::Block);
                     self.exit(t);
@@ -1869,6 +2224,388 @@ impl Sim {
             }
         }
         self.resched(cpu);
+    }
+}
+
+// ---- synchronisation: mutexes, condition variables, barriers, semaphores, fork -----------------
+
+/// Most wake-ups by synchronisation at one instant: threads waking each other without ever
+/// letting time pass (a `sync` ping-pong with no `run`) would otherwise hang the simulation; the
+/// thread woken past it exits, as a thread stepping through too many timeless events does.
+const MAX_SYNC_SPINS: u64 = MAX_IDLE_STEPS as u64;
+
+/// Longest priority-inheritance chain followed (the kernel's `max_lock_depth`).
+const MAX_LOCK_DEPTH: usize = 1024;
+
+/// The order in which a blocked thread is served, from its scheduling parameters now (boosted
+/// ones included): deadline threads by absolute deadline, then rt threads by priority, then the
+/// others — by nice on a PI mutex (rt_mutex waiters are ordered by `prio`), all equal on a futex
+/// (its waiter list is ordered by min(normal_prio, MAX_RT_PRIO)).
+fn wait_key(threads: &[Thread], pi: bool, t: ThreadId) -> WaitKey {
+    let th = &threads[t as usize];
+    match th.se.key() {
+        Key::Deadline(d) => (0, if pi { d } else { 0 }),
+        Key::Rt(k) => (1, k as u64),
+        _ => (
+            2,
+            match (pi, th.policy) {
+                (false, _) => 0,
+                (true, Policy::Other { nice }) => nice.saturating_add(20).clamp(0, 39) as u64,
+                (true, _) => 40,
+            },
+        ),
+    }
+}
+
+impl Sim {
+    /// Runs the thread's pending synchronisation operations until one blocks it (true) or none
+    /// is left.
+    // Out of line and cold: workloads without sync events keep `step` as compact as before.
+    #[cold]
+    #[inline(never)]
+    fn run_ops(&mut self, t: ThreadId) -> bool {
+        let ti = t as usize;
+        while let Some(op) = self.sync.tsync[ti].ops.pop() {
+            if self.sync_op(t, op) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// One operation by `t`; true if it blocks `t`.
+    fn sync_op(&mut self, t: ThreadId, op: Op) -> bool {
+        match op {
+            Op::Lock(m) => self.lock(t, m),
+            Op::Unlock(m) => {
+                self.unlock(t, m);
+                false
+            }
+            Op::Wait { cond, mutex } => {
+                // pthread_cond_wait: releases the mutex and sleeps on the condition at once.
+                self.unlock(t, mutex);
+                self.sync.objects.cond_wait(cond, mutex, t);
+                true
+            }
+            Op::Signal(c) | Op::Broadcast(c) => {
+                let mut woken = std::mem::take(&mut self.sync.woken);
+                woken.clear();
+                let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
+                objects.cond_wake(
+                    c,
+                    matches!(op, Op::Broadcast(_)),
+                    |w| wait_key(threads, pi, w),
+                    &mut woken,
+                );
+                for &w in &woken {
+                    match w.mutex {
+                        // It wakes holding the mutex again, or waits for it.
+                        Some(m) => {
+                            if !self.lock(w.t, m) {
+                                self.sync.pending.push(SyncAction::Wake(w.t));
+                            }
+                        }
+                        None => self.sync.pending.push(SyncAction::Wake(w.t)),
+                    }
+                }
+                self.sync.woken = woken;
+                false
+            }
+            Op::Barrier(b) => {
+                let mut woken = std::mem::take(&mut self.sync.woken);
+                woken.clear();
+                let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
+                let passes = objects.barrier(b, t, |w| wait_key(threads, pi, w), &mut woken);
+                for &w in &woken {
+                    self.sync.pending.push(SyncAction::Wake(w.t));
+                }
+                self.sync.woken = woken;
+                !passes
+            }
+            Op::SemPost(sem) => {
+                let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
+                if let Some(w) = objects.sem_post(sem, |w| wait_key(threads, pi, w)) {
+                    self.sync.pending.push(SyncAction::Wake(w));
+                }
+                false
+            }
+            Op::SemWait(sem) => !self.sync.objects.sem_wait(sem, t),
+        }
+    }
+
+    /// `t` takes mutex `m` or queues for it (true: it must block). A queued thread boosts the
+    /// owner when the mutex inherits priorities.
+    fn lock(&mut self, t: ThreadId, m: usize) -> bool {
+        match self.sync.objects.lock(m, t) {
+            Acquire::Owned => {
+                self.sync.tsync[t as usize].owned.push(m);
+                false
+            }
+            Acquire::Blocked { owner } => {
+                self.sync.tsync[t as usize].blocked_on = Some(m);
+                if self.sync.pi {
+                    self.sync.pending.push(SyncAction::Pi(owner));
+                }
+                true
+            }
+        }
+    }
+
+    /// `t` releases mutex `m`: handed to the top waiter, which wakes; `t` loses what it
+    /// inherited through `m`.
+    fn unlock(&mut self, t: ThreadId, m: usize) {
+        let (objects, threads, pi) = (&mut self.sync.objects, &self.threads, self.sync.pi);
+        let Ok(next) = objects.unlock(m, t, |w| wait_key(threads, pi, w)) else {
+            return;
+        };
+        self.sync.tsync[t as usize].owned.retain(|&o| o != m);
+        if let Some(n) = next {
+            let s = &mut self.sync.tsync[n as usize];
+            s.blocked_on = None;
+            s.owned.push(m);
+            self.sync.pending.push(SyncAction::Wake(n));
+            if self.sync.pi {
+                self.sync.pending.push(SyncAction::Pi(n));
+            }
+        }
+        if self.sync.pi && self.sync.tsync[t as usize].boost.is_some() {
+            self.sync.pending.push(SyncAction::Pi(t));
+        }
+    }
+
+    /// Applies what the threads stepped through at this event decided: wake-ups, priority
+    /// changes, forks — in order, including those the woken threads decide in turn.
+    #[cold]
+    #[inline(never)]
+    fn flush_sync(&mut self) {
+        let mut i = 0;
+        while i < self.sync.pending.len() {
+            let a = std::mem::replace(&mut self.sync.pending[i], SyncAction::Pi(0));
+            i += 1;
+            match a {
+                SyncAction::Wake(t) => self.sync_wake(t),
+                SyncAction::Pi(t) => self.pi_update(t),
+                SyncAction::Fork { parent, spec } => self.fork(parent, spec),
+                SyncAction::SetPolicy(t, policy) => self.phase_policy(t, policy),
+                SyncAction::SetAffinity(t, mask) => self.set_affinity(t, mask),
+            }
+            if self.sync.failure.is_some() {
+                break;
+            }
+        }
+        self.sync.pending.clear();
+    }
+
+    /// A thread blocked on a synchronisation object is woken (it owns what it waited for).
+    fn sync_wake(&mut self, t: ThreadId) {
+        let ti = t as usize;
+        if self.threads[ti].state != State::Sleeping || !self.sync.tsync[ti].blocked {
+            return;
+        }
+        self.sync.tsync[ti].blocked = false;
+        let now = self.now;
+        if self.sync.spins.0 == now {
+            self.sync.spins.1 += 1;
+        } else {
+            self.sync.spins = (now, 1);
+        }
+        if self.sync.spins.1 > MAX_SYNC_SPINS {
+            self.finish_job(t);
+            self.exit(t);
+            return;
+        }
+        // The rest of the event it blocked in (`suspend`'s wait and unlock after its lock, …)
+        // runs as it wakes, before its program goes on; it may block it again at once.
+        if !self.sync.tsync[ti].ops.is_empty() && self.run_ops(t) {
+            self.sync.tsync[ti].blocked = true;
+            return;
+        }
+        self.wakeup_event(t);
+    }
+
+    /// Priority inheritance (`rt_mutex_adjust_prio()` and its chain walk): `t` runs at the
+    /// priority of the most urgent waiter of the mutexes it holds when that beats its own, and
+    /// a change propagates to the owner of the mutex `t` waits for.
+    fn pi_update(&mut self, t: ThreadId) {
+        let mut t = t;
+        for _ in 0..MAX_LOCK_DEPTH {
+            let want = self.pi_target(t);
+            let ti = t as usize;
+            if want == self.sync.tsync[ti].boost {
+                return;
+            }
+            self.sync.tsync[ti].boost = want;
+            if self.threads[ti].state != State::Exited {
+                // The kernel reports the policy the thread set, not the boosted one.
+                let base = self.threads[ti].policy;
+                // rt and fair policies need no admission: the change cannot fail.
+                let _ = self.apply_policy(t, want.unwrap_or(base));
+                self.threads[ti].policy = base;
+            }
+            match self.sync.tsync[ti]
+                .blocked_on
+                .and_then(|m| self.sync.objects.owner(m))
+            {
+                Some(o) if o != t => t = o,
+                _ => return,
+            }
+        }
+    }
+
+    /// The policy `t` inherits from the waiters of the mutexes it holds, if any beats its own.
+    /// Simplification: a deadline waiter boosts a non-deadline owner to SCHED_FIFO 99 (the kernel
+    /// runs it in the deadline class with the waiter's deadline), and a deadline owner is never
+    /// boosted.
+    fn pi_target(&self, t: ThreadId) -> Option<Policy> {
+        let (threads, pi) = (&self.threads, self.sync.pi);
+        let top = self.sync.tsync[t as usize]
+            .owned
+            .iter()
+            .filter_map(|&m| {
+                self.sync.objects.top_waiter_key(m, |w| {
+                    if w == t {
+                        (u8::MAX, 0)
+                    } else {
+                        wait_key(threads, pi, w)
+                    }
+                })
+            })
+            .min()?;
+        let donor = match top {
+            (0, _) => 99,
+            (1, k) => 99u8.saturating_sub(k.min(99) as u8),
+            _ => return None,
+        };
+        match self.threads[t as usize].policy {
+            Policy::Deadline(_) => None,
+            Policy::Fifo { priority } | Policy::Rr { priority } if priority >= donor => None,
+            Policy::Rr { .. } => Some(Policy::Rr { priority: donor }),
+            _ => Some(Policy::Fifo { priority: donor }),
+        }
+    }
+
+    /// A pass through a phase begins: its policy (sticky) and its CPUs (or the thread's) are
+    /// applied once the event is over when the thread is on a CPU (which must not change under
+    /// it while it steps). A thread stepping off a CPU (at its wake-up) is changed at once, so it
+    /// wakes under its new policy on a CPU of its new mask, as rt-app applies them before the
+    /// phase's events.
+    #[cold]
+    #[inline(never)]
+    fn phase_start(&mut self, t: ThreadId, policy: Option<Policy>, cpus: Option<Vec<usize>>) {
+        let th = &self.threads[t as usize];
+        let on_cpu = matches!(th.state, State::Running | State::Queued | State::Throttled);
+        let m = self.cpus.len();
+        let spec_cpus = self.workload.threads[th.spec as usize].affinity.as_deref();
+        let mask = match cpus.as_deref().or(spec_cpus) {
+            // Checked when the simulation was built.
+            Some(cpus) => affinity_mask(cpus, m).unwrap_or_else(|_| vec![true; m]),
+            None => vec![true; m],
+        };
+        let mask = (mask != th.affinity).then_some(mask);
+        if let Some(p) = policy.filter(|&p| p != th.policy) {
+            if on_cpu {
+                self.sync.pending.push(SyncAction::SetPolicy(t, p));
+            } else {
+                self.phase_policy(t, p);
+            }
+        }
+        if let Some(mask) = mask {
+            if on_cpu {
+                self.sync.pending.push(SyncAction::SetAffinity(t, mask));
+            } else {
+                self.set_affinity(t, mask);
+            }
+        }
+    }
+
+    /// A phase's policy: `sched_setattr()`; a refusal stops the run, as rt-app exits.
+    fn phase_policy(&mut self, t: ThreadId, policy: Policy) {
+        if self.threads[t as usize].state == State::Exited {
+            return;
+        }
+        if let Err((_, message)) = self.set_policy(t, policy) {
+            self.sync.failure = Some(SimError::PhasePolicy {
+                t: self.now,
+                thread: self.sync.names[t as usize].clone(),
+                message,
+            });
+            self.events.clear();
+        }
+    }
+
+    /// `sched_setaffinity()`: a thread on a CPU outside its new mask moves to one inside it (a
+    /// running one is switched out, as the migration stopper does).
+    fn set_affinity(&mut self, t: ThreadId, mask: Vec<bool>) {
+        let ti = t as usize;
+        let pinned = match mask.iter().filter(|&&a| a).count() {
+            1 => mask.iter().position(|&a| a).map(|c| c as u32),
+            _ => None,
+        };
+        let th = &mut self.threads[ti];
+        th.affinity = mask;
+        th.pinned = pinned;
+        let cpu = th.cpu as usize;
+        if th.affinity[cpu] {
+            return;
+        }
+        match th.state {
+            State::Running => {
+                self.deschedule(cpu, Off::Preempted);
+                let target = self.select_cpu(t);
+                self.migrate_queued(t, target);
+                self.resched(cpu);
+                self.resched(target);
+            }
+            State::Queued => {
+                let target = self.select_cpu(t);
+                self.migrate_queued(t, target);
+                self.resched(cpu);
+                self.resched(target);
+            }
+            // A delayed fair sleeper leaves the old CPU's queue; it picks a CPU of its new mask
+            // when it wakes.
+            _ => self.cpus[cpu].rq.drop_delayed(t),
+        }
+    }
+
+    /// rt-app's `fork`: a new thread of spec `spec` starts now (after its spec's `delay`),
+    /// named `<task>-<index>-<nfork:04>`; past [`FORKS_LIMIT`] forks of the task the run stops,
+    /// as rt-app exits.
+    fn fork(&mut self, parent: ThreadId, spec: usize) {
+        let n = self.sync.nforks[spec];
+        let task = self.workload.threads[spec].name.clone();
+        if n >= FORKS_LIMIT {
+            self.sync.failure = Some(SimError::ForkLimit {
+                t: self.now,
+                thread: self.sync.names[parent as usize].clone(),
+                task,
+                limit: FORKS_LIMIT,
+            });
+            self.events.clear();
+            return;
+        }
+        self.sync.nforks[spec] = n + 1;
+        let id = self.threads.len();
+        let th = match new_thread(spec, id, &self.workload.threads[spec], &self.cfg, &self.fair) {
+            Ok(th) => th,
+            // Checked when the simulation was built.
+            Err(e) => {
+                self.sync.failure = Some(e);
+                self.events.clear();
+                return;
+            }
+        };
+        let (cpu, se) = (th.cpu as usize, th.se);
+        let delay = self.workload.threads[spec].start_delay.ns();
+        self.threads.push(th);
+        self.sync.tsync.push(ThreadSync::default());
+        self.sync.names.push(format!("{task}-{id}-{n:04}"));
+        // Its reservation counts on its CPU and root domain from now, as at the start of the run.
+        self.update_curr(cpu);
+        self.cpus[cpu].rq.attach_bw(&se);
+        let extra = self.root_domains[self.root_domain[cpu]].change(0, se.bandwidth());
+        self.adjust_extra(cpu, extra);
+        self.push_event(self.now.saturating_add(delay), Kind::Wakeup, id as u32, 0);
     }
 }
 
@@ -2111,7 +2848,7 @@ impl Sim {
             Ok(())
         } else {
             Err(SimError::BadThread {
-                thread: self.workload.threads[t as usize].name.clone(),
+                thread: self.sync.names[t as usize].clone(),
                 message: "a custom slice needs SCHED_OTHER or SCHED_IDLE".into(),
             })
         }
@@ -2402,6 +3139,18 @@ impl Sim {
     /// the domain's cap, less its fair servers) and fail with `Err(true)` when refused (EBUSY),
     /// `Err(false)` for invalid parameters (EINVAL).
     pub(crate) fn set_policy(&mut self, t: ThreadId, policy: Policy) -> Result<(), (bool, String)> {
+        self.apply_policy(t, policy)?;
+        // A thread boosted through a PI mutex keeps what it inherits on top of its new policy.
+        if let Some(s) = self.sync.tsync.get_mut(t as usize) {
+            if s.boost.take().is_some() {
+                self.pi_update(t);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Sim::set_policy`] without priority inheritance on top.
+    fn apply_policy(&mut self, t: ThreadId, policy: Policy) -> Result<(), (bool, String)> {
         let ti = t as usize;
         if ti >= self.threads.len() {
             return Err((false, format!("no thread {t}")));

@@ -13,12 +13,13 @@ pub mod interactivity;
 pub mod kernel;
 pub mod output;
 pub mod record;
+pub(crate) mod sync;
 
 pub use class::fair::{CfsTunables, FairModel, SLICE_RANGE_NS};
 pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
     WaltPolicy,
 };
-pub use engine::{Sim, SimConfig, SimError};
+pub use engine::{Sim, SimConfig, SimError, DEFAULT_IO_NS_PER_BYTE, DEFAULT_MEM_NS_PER_BYTE, FORKS_LIMIT};
 pub use kernel::SimKernel;
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
