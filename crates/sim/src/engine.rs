@@ -524,6 +524,8 @@ struct SyncState {
     spins: (u64, u64),
     /// Reused buffer of woken condition-variable or barrier waiters.
     woken: Vec<Waiter>,
+    /// Threads forked while handling the current event, for [`Observer::thread_started`].
+    started: Vec<ThreadId>,
 }
 
 /// A thread's synchronisation state.
@@ -784,6 +786,7 @@ impl Sim {
                 failure: None,
                 spins: (0, 0),
                 woken: Vec::new(),
+                started: Vec::new(),
             }),
         };
         for i in 0..sim.threads.len() {
@@ -904,7 +907,7 @@ impl Sim {
                     // Only threads stepping through their programs (here and at wake-ups)
                     // decide sync actions.
                     if !self.sync.pending.is_empty() {
-                        self.flush_sync();
+                        self.flush_sync(obs);
                     }
                 }
                 Kind::Replenish => self.replenish_timer(id),
@@ -912,7 +915,7 @@ impl Sim {
                 Kind::Wakeup => {
                     self.wakeup_batch(time, id);
                     if !self.sync.pending.is_empty() {
-                        self.flush_sync();
+                        self.flush_sync(obs);
                     }
                 }
                 Kind::Controller => self.run_controller(id as usize),
@@ -2377,7 +2380,7 @@ impl Sim {
     /// changes, forks — in order, including those the woken threads decide in turn.
     #[cold]
     #[inline(never)]
-    fn flush_sync(&mut self) {
+    fn flush_sync(&mut self, obs: &mut dyn Observer) {
         let mut i = 0;
         while i < self.sync.pending.len() {
             let a = std::mem::replace(&mut self.sync.pending[i], SyncAction::Pi(0));
@@ -2394,6 +2397,12 @@ impl Sim {
             }
         }
         self.sync.pending.clear();
+        // Before any job or trace event of theirs.
+        for i in 0..self.sync.started.len() {
+            let t = self.sync.started[i];
+            obs.thread_started(t, &self.sync.names[t as usize]);
+        }
+        self.sync.started.clear();
     }
 
     /// A thread blocked on a synchronisation object is woken (it owns what it waited for).
@@ -2600,6 +2609,7 @@ impl Sim {
         self.threads.push(th);
         self.sync.tsync.push(ThreadSync::default());
         self.sync.names.push(format!("{task}-{id}-{n:04}"));
+        self.sync.started.push(id as ThreadId);
         // Its reservation counts on its CPU and root domain from now, as at the start of the run.
         self.update_curr(cpu);
         self.cpus[cpu].rq.attach_bw(&se);

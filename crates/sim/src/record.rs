@@ -53,6 +53,9 @@ pub trait Observer {
     fn wants_events(&self) -> bool {
         false
     }
+    /// A `fork` event started thread `thread`, named `name` (rt-app's `<task>-<index>-<nfork>`),
+    /// before any of its jobs or events: observers that name threads up front learn it here.
+    fn thread_started(&mut self, _thread: ThreadId, _name: &str) {}
 }
 
 /// Per-thread counters the engine keeps itself (like the kernel's schedstat), for summaries.
@@ -94,5 +97,10 @@ impl Observer for Fanout<'_> {
     }
     fn wants_events(&self) -> bool {
         self.0.iter().any(|o| o.wants_events())
+    }
+    fn thread_started(&mut self, thread: ThreadId, name: &str) {
+        for o in &mut self.0 {
+            o.thread_started(thread, name);
+        }
     }
 }

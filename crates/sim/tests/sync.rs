@@ -812,3 +812,38 @@ fn a_phase_policy_the_kernel_refuses_stops_the_run() {
     assert_eq!(jobs.finishes(0), vec![MS]);
     assert_eq!(sim.policy_of(0), Some(fifo(10)));
 }
+
+#[test]
+fn observers_learn_forked_threads_names_before_their_jobs() {
+    #[derive(Default)]
+    struct Seen(Vec<String>);
+    impl Observer for Seen {
+        fn job(&mut self, r: &JobRecord) {
+            self.0.push(format!("job {}", r.thread));
+        }
+        fn thread_started(&mut self, thread: u32, name: &str) {
+            self.0.push(format!("start {thread} {name}"));
+        }
+    }
+    let parent = thread("p", fifo(10), 0, Some(1), vec![Event::Fork { thread: 1 }, run(1)]);
+    let child = ThreadSpec {
+        forked: true,
+        ..thread("c", fifo(20), 0, Some(1), vec![run(1)])
+    };
+    let mut sim = Sim::new(workload(vec![parent, child], vec![], false), SimConfig::new(2)).unwrap();
+    let mut seen = Seen::default();
+    sim.run_until(10 * MS, &mut seen);
+    assert_eq!(seen.0[0], "start 1 c-1-0000");
+    assert!(seen.0.contains(&"job 1".to_string()));
+    // The Chrome trace names the forked thread's track.
+    let mut trace = pacer_sim::output::ChromeTrace::new(Vec::new(), sim.thread_names()[..1].to_vec(), 2);
+    let parent = thread("p", fifo(10), 0, Some(1), vec![Event::Fork { thread: 1 }, run(1)]);
+    let child = ThreadSpec {
+        forked: true,
+        ..thread("c", fifo(20), 0, Some(1), vec![run(1)])
+    };
+    let mut sim = Sim::new(workload(vec![parent, child], vec![], false), SimConfig::new(2)).unwrap();
+    sim.run_until(10 * MS, &mut trace);
+    let text = String::from_utf8(trace.finish(10 * MS).unwrap()).unwrap();
+    assert!(text.contains("\"c-1-0000\""), "{text}");
+}

@@ -250,6 +250,19 @@ impl<W: Write> ChromeTrace<W> {
 }
 
 impl<W: Write> Observer for ChromeTrace<W> {
+    /// A forked thread's track is named when it starts (threads named up front keep their name).
+    fn thread_started(&mut self, thread: ThreadId, name: &str) {
+        let i = thread as usize;
+        if i >= self.names.len() && i >= self.jobs.len() {
+            while self.names.len() < i {
+                let n = self.names.len();
+                self.names.push(format!("t{n}"));
+            }
+            self.names.push(name.to_string());
+        }
+        self.ensure_thread(thread);
+    }
+
     fn job(&mut self, r: &JobRecord) {
         self.ensure_thread(r.thread);
         let track = &mut self.jobs[r.thread as usize];
