@@ -14,7 +14,7 @@ use pacer_model::{Duration, Reservation, TaskSet};
 use pacer_sim::output::csv::JobCsv;
 use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
-use pacer_sim::record::{Fanout, JobRecord};
+use pacer_sim::record::{Fanout, JobRecord, ThreadId};
 use pacer_sim::{Observer, Sim, SimConfig};
 use pacer_workload::{ExecModel, Policy, TaskPolicy, Workload};
 use serde::Serialize;
@@ -513,6 +513,9 @@ impl PacedCsv {
 }
 
 impl Observer for PacedCsv {
+    fn thread_started(&mut self, thread: ThreadId, name: &str) {
+        self.csv.set_name(thread, name);
+    }
     fn job(&mut self, r: &JobRecord) {
         self.csv.write(r);
         // Reading the clock every 64 rows costs nothing measurable next to formatting them.
@@ -638,6 +641,11 @@ pub(crate) fn simulate(
         t.finish(horizon)
             .with_context(|| format!("{}: writing the trace", p.display()))?;
     }
+    if let Some(e) = sim.failure() {
+        bail!("the simulation stopped at {} ms: {e}", sim.now() / 1_000_000);
+    }
+    // Threads `fork` events started are named now.
+    let names = sim.thread_names();
     let report = summary.report(&names, &sim.stats(), horizon, a.cpus);
     let info = RunInfo {
         file: a

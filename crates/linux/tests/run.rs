@@ -277,27 +277,21 @@ fn finite_loops_and_phases_match_the_simulators_jobs() {
     let mut sink = Collect::default();
     let report = run::run(&w, &cfg, &mut sink).expect("runs");
     assert_eq!(report.stopped_by, StopReason::Finished);
-    // The simulator does not model phase-level cpus/priority: compare counts on the first thread
-    // only, and the second against the hand count.
-    let mut sim_w = w.clone();
-    sim_w.threads.truncate(1);
-    let sim = simulate(&sim_w, 10_000 * MS);
+    let sim = simulate(&w, 10_000 * MS);
     let real: Vec<(u64, u64)> = of(&sink.jobs, 0)
         .iter()
         .map(|j| (j.job, j.exec / 100_000))
         .collect();
     let simulated: Vec<(u64, u64)> = of(&sim, 0).iter().map(|j| (j.job, j.exec / 100_000)).collect();
     eprintln!("passes: real {real:?}, simulated {simulated:?}");
-    // The simulator may still count the empty job after the last pass (crates/sim).
-    assert!(
-        simulated.len() == real.len() || simulated.len() == real.len() + 1,
-        "same jobs as the simulator"
-    );
+    assert_eq!(simulated.len(), real.len(), "same jobs as the simulator");
     assert!(real.iter().zip(&simulated).all(|(r, s)| r.0 == s.0));
     assert_eq!(real.len(), 5, "5 passes, and no empty job after the last");
     let pinned = of(&sink.jobs, 1);
-    // 20 timer events end 20 jobs; nothing follows the last one, so no 21st job.
+    // 20 timer events end 20 jobs; nothing follows the last one, so no 21st job; the simulator
+    // (which runs the phase-level cpus and priority too) agrees.
     assert_eq!(pinned.len(), 20);
+    assert_eq!(of(&sim, 1).len(), 20);
     let cpus: Vec<u32> = pinned.iter().map(|j| j.cpu).collect();
     eprintln!("pinned: CPUs {cpus:?}");
     assert!(

@@ -291,6 +291,18 @@ enum State {
     Exited,
 }
 
+/// Whether a thread at `pc` has no event left to run (only pass and phase boundaries, then the
+/// end). `Cursor` is a copy, so looking ahead changes nothing.
+fn program_ended(spec: &ThreadSpec, mut pc: Cursor) -> bool {
+    loop {
+        match pc.advance(spec) {
+            Walk::Done => return true,
+            Walk::Event(_) => return false,
+            Walk::PassStart(_) | Walk::PassEnd => {}
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Job {
     seq: u64,
@@ -1092,6 +1104,19 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
             }
         }
     }
+    // Group scheduling would change every fair thread's share, and utilisation clamps what
+    // schedutil asks for: neither is modelled, so neither is ignored.
+    if let Some(tg) = &spec.taskgroup {
+        return Err(bad(format!(
+            "taskgroup `{tg}`: cgroup CPU sharing is not simulated; remove it to simulate the threads without it"
+        )));
+    }
+    if spec.util_min.is_some() || spec.util_max.is_some() {
+        return Err(bad(
+            "util_min/util_max: utilisation clamps are not simulated (schedutil and task placement would follow them); remove them to simulate without"
+                .into(),
+        ));
+    }
     if let Some(why) = spec.timeless_loop() {
         return Err(bad(why));
     }
@@ -1649,6 +1674,11 @@ impl Sim {
     fn start_job(&mut self, t: ThreadId, release: u64) {
         let now = self.now;
         let th = &mut self.threads[t as usize];
+        // A finite thread whose program has no event left releases no more jobs: rt-app logs no
+        // pass after its last one (`loop: 3` is 3 jobs, not 3 and an empty one).
+        if program_ended(&self.workload.threads[th.spec as usize], th.pc) {
+            return;
+        }
         let seq = th.stats.released;
         th.stats.released += 1;
         // A job released while its thread is on a CPU (a late timer, or the next pass of a
