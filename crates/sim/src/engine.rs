@@ -294,6 +294,10 @@ enum State {
 /// Whether a thread at `pc` has no event left to run (only pass and phase boundaries, then the
 /// end). `Cursor` is a copy, so looking ahead changes nothing.
 fn program_ended(spec: &ThreadSpec, mut pc: Cursor) -> bool {
+    // A thread that loops forever never ends (and most do: skip the walk).
+    if spec.loops.is_none() {
+        return false;
+    }
     loop {
         match pc.advance(spec) {
             Walk::Done => return true,
