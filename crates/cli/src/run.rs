@@ -228,10 +228,11 @@ pub fn run(a: Args) -> Result<()> {
     // Outputs are opened before the run, so a bad path fails before anything runs; they are
     // temporary files until the run has succeeded.
     let log_slots = match log_dir {
+        // Threads a `fork` starts get no log file (yet): the slots follow the initial threads'
+        // ids.
         Some(d) => workload
-            .threads
-            .iter()
-            .map(|t| {
+            .initial_threads()
+            .map(|(_, t)| {
                 let thread = t.rtapp_name.as_deref().unwrap_or(&t.name);
                 let p = executor::log::log_path(d, &workload.settings.log_basename, thread);
                 // Logs the workload names, not this command line, never replace a file.
