@@ -468,26 +468,6 @@ impl ThreadSpec {
 }
 
 impl Event {
-    /// Whether the event synchronises with other threads or starts one: events an executor
-    /// must model for the workload to keep its meaning.
-    pub fn is_sync(&self) -> bool {
-        matches!(
-            self,
-            Event::Lock { .. }
-                | Event::Unlock { .. }
-                | Event::Wait { .. }
-                | Event::Signal { .. }
-                | Event::Broadcast { .. }
-                | Event::SignalWait { .. }
-                | Event::Barrier { .. }
-                | Event::Suspend { .. }
-                | Event::Resume { .. }
-                | Event::SemPost { .. }
-                | Event::SemWait { .. }
-                | Event::Fork { .. }
-        )
-    }
-
     /// rt-app's event name (its `desc` in `rtapp_event` markers, without the resource).
     pub fn rtapp_name(&self) -> &'static str {
         match self {

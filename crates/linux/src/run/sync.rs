@@ -534,6 +534,26 @@ impl<'a> Local<'a> {
         })
     }
 
+    /// Runs one synchronisation, `mem` or `iorun` event; `None` for the events it does not own.
+    pub(crate) fn apply(&mut self, e: &Event, io: Option<&IoDevice>) -> Option<Result<(), Blocked>> {
+        Some(match *e {
+            Event::Lock { mutex } => self.lock(mutex),
+            Event::Unlock { mutex } => self.unlock(mutex),
+            Event::Wait { cond, mutex } => self.wait(cond, mutex),
+            Event::Signal { cond } => self.signal(cond),
+            Event::Broadcast { cond } => self.broadcast(cond),
+            Event::SignalWait { cond, mutex } => self.signal_wait(cond, mutex),
+            Event::Suspend { cond, mutex } => self.suspend(cond, mutex),
+            Event::Resume { cond, mutex } => self.resume(cond, mutex),
+            Event::Barrier { barrier } => self.barrier(barrier),
+            Event::SemPost { sem } => self.sem_post(sem),
+            Event::SemWait { sem } => self.sem_wait(sem),
+            Event::Mem { bytes } => self.mem(bytes),
+            Event::IoRun { bytes } => self.iorun(io, bytes),
+            _ => return None,
+        })
+    }
+
     /// `pthread_mutex_lock`, in slices so that a stopping run never waits for ever.
     pub(crate) fn lock(&mut self, id: ResourceId) -> Result<(), Blocked> {
         if self.held.contains(&id) {

@@ -943,90 +943,35 @@ impl<'a> Interp<'a> {
                 // The boost lives in the kernel's wake-up path (VT-CFS §IV); stock Linux has
                 // none, and a user-space renice would not be the paper's mechanism.
                 Event::Boost { .. } => {}
-                Event::Lock { mutex } => {
-                    idle_steps = 0;
-                    let r = self.sync.lock(*mutex);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
+                Event::Lock { .. }
+                | Event::Unlock { .. }
+                | Event::Wait { .. }
+                | Event::Signal { .. }
+                | Event::Broadcast { .. }
+                | Event::SignalWait { .. }
+                | Event::Suspend { .. }
+                | Event::Resume { .. }
+                | Event::Barrier { .. }
+                | Event::SemPost { .. }
+                | Event::SemWait { .. }
+                | Event::Mem { .. }
+                | Event::IoRun { .. } => {
+                    // Events that may wait or work count as progress for the idle-loop guard.
+                    if !matches!(
+                        ev,
+                        Event::Unlock { .. }
+                            | Event::Signal { .. }
+                            | Event::Broadcast { .. }
+                            | Event::Resume { .. }
+                            | Event::SemPost { .. }
+                    ) {
+                        idle_steps = 0;
                     }
-                }
-                Event::Unlock { mutex } => {
-                    let r = self.sync.unlock(*mutex);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Wait { cond, mutex } => {
-                    idle_steps = 0;
-                    let r = self.sync.wait(*cond, *mutex);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Signal { cond } => {
-                    let r = self.sync.signal(*cond);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Broadcast { cond } => {
-                    let r = self.sync.broadcast(*cond);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::SignalWait { cond, mutex } => {
-                    idle_steps = 0;
-                    let r = self.sync.signal_wait(*cond, *mutex);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Barrier { barrier } => {
-                    idle_steps = 0;
-                    let r = self.sync.barrier(*barrier);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Suspend { cond, mutex } => {
-                    idle_steps = 0;
-                    let r = self.sync.suspend(*cond, *mutex);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Resume { cond, mutex } => {
-                    let r = self.sync.resume(*cond, *mutex);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::SemPost { sem } => {
-                    let r = self.sync.sem_post(*sem);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::SemWait { sem } => {
-                    idle_steps = 0;
-                    let r = self.sync.sem_wait(*sem);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::Mem { bytes } => {
-                    idle_steps = 0;
-                    let r = self.sync.mem(*bytes);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
-                    }
-                }
-                Event::IoRun { bytes } => {
-                    idle_steps = 0;
-                    let r = self.sync.iorun(self.shared.extras.io.as_ref(), *bytes);
-                    if let Some(end) = self.blocked(r) {
-                        return end;
+                    let io = self.shared.extras.io.as_ref();
+                    if let Some(r) = self.sync.apply(ev, io) {
+                        if let Some(end) = self.blocked(r) {
+                            return end;
+                        }
                     }
                 }
                 Event::Fork { thread } => {
