@@ -666,10 +666,16 @@ impl<'a> Interp<'a> {
 
     /// Busy work of `loops` calibrated loops; `Err` when the run ended meanwhile.
     fn spin_loops(&mut self, loops: u64) -> Result<(), End> {
+        self.spin(loops, self.run_chunk, calibrate::waste)
+    }
+
+    /// `loops` iterations of `waste`, `chunk` at a time with a stop check and a CPU sample
+    /// between chunks; `Err` when the run ended meanwhile.
+    fn spin(&mut self, loops: u64, chunk: u64, waste: fn(u64)) -> Result<(), End> {
         let mut left = loops;
         while left > 0 {
-            let n = left.min(self.run_chunk);
-            calibrate::waste(n);
+            let n = left.min(chunk);
+            waste(n);
             left -= n;
             self.pass.loops += n;
             self.sample_cpu();
@@ -1005,18 +1011,7 @@ impl<'a> Interp<'a> {
 
     /// rt-app's busy loop, `loops` iterations; `Err` when the run ended meanwhile.
     fn spin_rtapp(&mut self, loops: u64) -> Result<(), End> {
-        let mut left = loops;
-        while left > 0 {
-            let n = left.min(self.rtapp_chunk);
-            calibrate::rtapp_waste(n);
-            left -= n;
-            self.pass.loops += n;
-            self.sample_cpu();
-            if let Some(end) = self.over(sys::now_ns()) {
-                return Err(end);
-            }
-        }
-        Ok(())
+        self.spin(loops, self.rtapp_chunk, calibrate::rtapp_waste)
     }
 }
 
