@@ -40,7 +40,7 @@ for rep in $(seq "$reps"); do
       if [ $shape = cyclic ]; then
         prog="$tmp/cyclic $p 5 3500000" thread=cyclic
       else
-        prog="$pacer run --calibration $cal $tmp/player.json" thread=player
+        prog="$pacer run --calibration $cal $tmp/player.json" thread=player-0
       fi
       printf '%-7s P=%-9s ' $shape $p
       "$pacer" cpuset --cpus 1 -- sh -c "$pacer run --calibration $cal $here/load.json > /dev/null & sleep 0.5;

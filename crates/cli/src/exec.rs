@@ -74,6 +74,12 @@ pub struct ControlArgs {
     /// Spread factor x: Q = (1+x)·predicted demand (LFS++ recommends 0.1–0.2).
     #[arg(long, default_value_t = 0.15)]
     spread: f64,
+    /// Smallest budget a thread is reserved. The default is the kernel's minimum (1024 ns); a
+    /// thread measured idle gets it, and a burst then overruns it by up to a tick, which makes
+    /// the kernel postpone its deadline by overrun/budget periods (throttled for seconds or
+    /// minutes). Raise it for threads that sleep long and then burst (e.g. 1ms).
+    #[arg(long, value_parser = parse_duration)]
+    min_budget: Option<Duration>,
     /// Samples kept by the percentile predictor.
     #[arg(long, default_value_t = 16)]
     history: usize,
@@ -256,12 +262,16 @@ fn validate(a: &ControlArgs) -> Result<()> {
 
 fn session_config(a: &ControlArgs) -> Result<SessionConfig> {
     validate(a)?;
+    if let Some(d) = a.min_budget.filter(|d| d.0 < 1024) {
+        bail!("--min-budget {d}: expected at least 1024ns (the kernel's smallest SCHED_DEADLINE runtime)");
+    }
     let defaults = LegacyConfig::default();
     let legacy = LegacyConfig {
         tick_ns: a.tick.0,
         window_ns: a.window.0,
         sampling_ns: a.sampling.0,
         spread: a.spread,
+        min_budget_ns: a.min_budget.map_or(defaults.min_budget_ns, |d| d.0),
         history: a.history,
         percentile: a.percentile,
         max_bandwidth: a.max_bandwidth.unwrap_or(defaults.max_bandwidth),

@@ -68,7 +68,7 @@ fn run(dir: &Path, cal: &str, under_pacer: bool) -> PathBuf {
     );
     let trio = if under_pacer {
         format!(
-            "{p} exec --status-every 1s --thread p3505 --thread p8220 --thread p100ms -- {trio}",
+            "{p} exec --status-every 1s --thread p3505-0 --thread p8220-1 --thread p100ms-2 -- {trio}",
             p = pacer()
         )
     } else {
@@ -331,7 +331,7 @@ fn exec_probes_a_starved_rtapp_player_and_finds_its_period() {
     );
     let mut tries = Vec::new();
     for _ in 0..2 {
-        let stdout = under_fifo_load(&program, "player", 7, "");
+        let stdout = under_fifo_load(&program, "player-0", 7, "");
         let (found, notes) = first_adopted(&stdout);
         let probed = stdout.contains("\"phase\":\"probing\"");
         eprintln!(
