@@ -242,7 +242,7 @@ pub enum SimError {
     NoSuchThread(u32),
     #[error("{which}: expected a finite cost >= 0 ns per byte, got {value}")]
     BadByteCost { which: &'static str, value: String },
-    #[error("thread `{thread}`: phase {phase}: the `{event}` event names resource {resource}, {problem}")]
+    #[error("thread `{thread}`: phase {phase}: the `{event}` event names resource {resource}: {problem}")]
     BadResource {
         thread: String,
         phase: usize,
@@ -1090,21 +1090,16 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
                     });
                 }
             }
-            for (r, want) in crate::sync::ops_of(e).1.into_iter().flatten() {
-                let problem = match w.resources.get(r) {
-                    None => format!("but the workload has {}", w.resources.len()),
-                    Some(res) if !crate::sync::kind_is(res.kind, want) => {
-                        format!("`{}`, which is not a {}", res.name, want.name())
-                    }
-                    Some(_) => continue,
-                };
-                return Err(SimError::BadResource {
-                    thread: spec.name.clone(),
-                    phase,
-                    event: e.rtapp_name(),
-                    resource: r,
-                    problem,
-                });
+            for (r, need) in e.needs().into_iter().flatten() {
+                if let Some(problem) = w.resource_problem(r, need) {
+                    return Err(SimError::BadResource {
+                        thread: spec.name.clone(),
+                        phase,
+                        event: e.rtapp_name(),
+                        resource: r.0,
+                        problem,
+                    });
+                }
             }
         }
     }
@@ -1907,7 +1902,7 @@ impl Sim {
                 None
             }
             _ => {
-                let ops = crate::sync::ops_of(ev).0;
+                let ops = crate::sync::ops_of(ev);
                 self.sync.tsync[t as usize].ops.extend(ops.iter().rev().flatten());
                 self.run_ops(t).then_some(Step::Wait)
             }

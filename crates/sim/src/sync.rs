@@ -275,117 +275,49 @@ pub(crate) enum Op {
     SemWait(usize),
 }
 
-/// Whether `kind` is what an event's resource must be.
-pub(crate) fn kind_is(kind: ResourceKind, want: Want) -> bool {
-    matches!(
-        (kind, want),
-        (ResourceKind::Mutex, Want::Mutex)
-            | (ResourceKind::Cond, Want::Cond)
-            | (ResourceKind::Barrier { .. }, Want::Barrier)
-            | (ResourceKind::Semaphore, Want::Semaphore)
-    )
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Want {
-    Mutex,
-    Cond,
-    Barrier,
-    Semaphore,
-}
-
-impl Want {
-    pub fn name(self) -> &'static str {
-        match self {
-            Want::Mutex => "mutex",
-            Want::Cond => "condition variable",
-            Want::Barrier => "barrier",
-            Want::Semaphore => "semaphore",
-        }
-    }
-}
-
 /// The operations of an event (at most three), in execution order.
 pub(crate) type Ops = [Option<Op>; 3];
 
-/// The resources an event names (at most two), with the kind each must be.
-pub(crate) type Needs = [Option<(usize, Want)>; 2];
-
-/// The operations of a synchronisation event, in execution order, with the resources each needs
-/// (for the checks at build time); empty for other events.
-pub(crate) fn ops_of(e: &pacer_workload::Event) -> (Ops, Needs) {
+/// The operations of a synchronisation event, in execution order; empty for other events.
+pub(crate) fn ops_of(e: &pacer_workload::Event) -> Ops {
     use pacer_workload::Event as E;
-    let (ops, res) = match *e {
-        E::Lock { mutex } => (
-            [Some(Op::Lock(mutex.0)), None, None],
-            [Some((mutex.0, Want::Mutex)), None],
-        ),
-        E::Unlock { mutex } => (
-            [Some(Op::Unlock(mutex.0)), None, None],
-            [Some((mutex.0, Want::Mutex)), None],
-        ),
-        E::Wait { cond, mutex } => (
-            [
-                Some(Op::Wait {
-                    cond: cond.0,
-                    mutex: mutex.0,
-                }),
-                None,
-                None,
-            ],
-            [Some((cond.0, Want::Cond)), Some((mutex.0, Want::Mutex))],
-        ),
-        E::Signal { cond } => (
-            [Some(Op::Signal(cond.0)), None, None],
-            [Some((cond.0, Want::Cond)), None],
-        ),
-        E::Broadcast { cond } => (
-            [Some(Op::Broadcast(cond.0)), None, None],
-            [Some((cond.0, Want::Cond)), None],
-        ),
-        E::SignalWait { cond, mutex } => (
-            [
-                Some(Op::Signal(cond.0)),
-                Some(Op::Wait {
-                    cond: cond.0,
-                    mutex: mutex.0,
-                }),
-                None,
-            ],
-            [Some((cond.0, Want::Cond)), Some((mutex.0, Want::Mutex))],
-        ),
-        E::Barrier { barrier } => (
-            [Some(Op::Barrier(barrier.0)), None, None],
-            [Some((barrier.0, Want::Barrier)), None],
-        ),
-        E::Suspend { cond, mutex } => (
-            [
-                Some(Op::Lock(mutex.0)),
-                Some(Op::Wait {
-                    cond: cond.0,
-                    mutex: mutex.0,
-                }),
-                Some(Op::Unlock(mutex.0)),
-            ],
-            [Some((cond.0, Want::Cond)), Some((mutex.0, Want::Mutex))],
-        ),
-        E::Resume { cond, mutex } => (
-            [
-                Some(Op::Lock(mutex.0)),
-                Some(Op::Broadcast(cond.0)),
-                Some(Op::Unlock(mutex.0)),
-            ],
-            [Some((cond.0, Want::Cond)), Some((mutex.0, Want::Mutex))],
-        ),
-        E::SemPost { sem } => (
-            [Some(Op::SemPost(sem.0)), None, None],
-            [Some((sem.0, Want::Semaphore)), None],
-        ),
-        E::SemWait { sem } => (
-            [Some(Op::SemWait(sem.0)), None, None],
-            [Some((sem.0, Want::Semaphore)), None],
-        ),
-        _ => ([None; 3], [None; 2]),
-    };
-    (ops, res)
+    match *e {
+        E::Lock { mutex } => [Some(Op::Lock(mutex.0)), None, None],
+        E::Unlock { mutex } => [Some(Op::Unlock(mutex.0)), None, None],
+        E::Wait { cond, mutex } => [
+            Some(Op::Wait {
+                cond: cond.0,
+                mutex: mutex.0,
+            }),
+            None,
+            None,
+        ],
+        E::Signal { cond } => [Some(Op::Signal(cond.0)), None, None],
+        E::Broadcast { cond } => [Some(Op::Broadcast(cond.0)), None, None],
+        E::SignalWait { cond, mutex } => [
+            Some(Op::Signal(cond.0)),
+            Some(Op::Wait {
+                cond: cond.0,
+                mutex: mutex.0,
+            }),
+            None,
+        ],
+        E::Barrier { barrier } => [Some(Op::Barrier(barrier.0)), None, None],
+        E::Suspend { cond, mutex } => [
+            Some(Op::Lock(mutex.0)),
+            Some(Op::Wait {
+                cond: cond.0,
+                mutex: mutex.0,
+            }),
+            Some(Op::Unlock(mutex.0)),
+        ],
+        E::Resume { cond, mutex } => [
+            Some(Op::Lock(mutex.0)),
+            Some(Op::Broadcast(cond.0)),
+            Some(Op::Unlock(mutex.0)),
+        ],
+        E::SemPost { sem } => [Some(Op::SemPost(sem.0)), None, None],
+        E::SemWait { sem } => [Some(Op::SemWait(sem.0)), None, None],
+        _ => [None; 3],
+    }
 }

@@ -13,8 +13,8 @@ pub mod work;
 
 pub use cursor::{Cursor, Step};
 pub use model::{
-    Event, FtraceCategories, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec,
-    TimerId, TimerMode, Work, Workload,
+    Event, FtraceCategories, Need, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings,
+    ThreadSpec, TimerId, TimerMode, Work, Workload,
 };
 pub use rtapp::{parse_rtapp, parse_rtapp_with, read_rtapp, RtAppError, RtAppOptions};
 pub use taskset::{

@@ -49,6 +49,36 @@ pub enum ResourceKind {
     Semaphore,
 }
 
+/// The kind of resource an event needs (a barrier of any number of users).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Mutex,
+    Cond,
+    Barrier,
+    Semaphore,
+}
+
+impl Need {
+    pub fn name(self) -> &'static str {
+        match self {
+            Need::Mutex => "mutex",
+            Need::Cond => "condition variable",
+            Need::Barrier => "barrier",
+            Need::Semaphore => "semaphore",
+        }
+    }
+
+    pub fn fits(self, kind: ResourceKind) -> bool {
+        matches!(
+            (kind, self),
+            (ResourceKind::Mutex, Need::Mutex)
+                | (ResourceKind::Cond, Need::Cond)
+                | (ResourceKind::Barrier { .. }, Need::Barrier)
+                | (ResourceKind::Semaphore, Need::Semaphore)
+        )
+    }
+}
+
 /// Index into [`Workload::resources`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ResourceId(pub usize);
@@ -468,6 +498,21 @@ impl ThreadSpec {
 }
 
 impl Event {
+    /// The resources the event names, with the kind each must be.
+    pub fn needs(&self) -> [Option<(ResourceId, Need)>; 2] {
+        match *self {
+            Event::Lock { mutex } | Event::Unlock { mutex } => [Some((mutex, Need::Mutex)), None],
+            Event::Wait { cond, mutex }
+            | Event::SignalWait { cond, mutex }
+            | Event::Suspend { cond, mutex }
+            | Event::Resume { cond, mutex } => [Some((cond, Need::Cond)), Some((mutex, Need::Mutex))],
+            Event::Signal { cond } | Event::Broadcast { cond } => [Some((cond, Need::Cond)), None],
+            Event::Barrier { barrier } => [Some((barrier, Need::Barrier)), None],
+            Event::SemPost { sem } | Event::SemWait { sem } => [Some((sem, Need::Semaphore)), None],
+            _ => [None, None],
+        }
+    }
+
     /// rt-app's event name (its `desc` in `rtapp_event` markers, without the resource).
     pub fn rtapp_name(&self) -> &'static str {
         match self {
@@ -509,6 +554,20 @@ impl ThreadSpec {
 }
 
 impl Workload {
+    /// Why resource `r` cannot serve as `need`, if so (the rt-app parser never builds such an
+    /// event; a workload built in code can).
+    pub fn resource_problem(&self, r: ResourceId, need: Need) -> Option<String> {
+        match self.resources.get(r.0) {
+            None => Some(format!(
+                "resource {} does not exist (the workload has {})",
+                r.0,
+                self.resources.len()
+            )),
+            Some(res) if !need.fits(res.kind) => Some(format!("`{}` is not a {}", res.name, need.name())),
+            Some(_) => None,
+        }
+    }
+
     /// Threads started with the run (not [`ThreadSpec::forked`]).
     pub fn initial_threads(&self) -> impl Iterator<Item = (usize, &ThreadSpec)> {
         self.threads.iter().enumerate().filter(|(_, t)| !t.forked)

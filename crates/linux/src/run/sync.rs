@@ -342,43 +342,17 @@ fn wrong_kind() -> Blocked {
     ))
 }
 
-/// Why an event's resources do not fit it (checked before the run).
+/// Why an event's resources or forked thread do not fit the workload (checked before the run).
 pub(crate) fn check_resources(w: &Workload, e: &Event) -> Result<(), String> {
-    let want = |id: &ResourceId, what: &str, ok: fn(&ResourceKind) -> bool| -> Result<(), String> {
-        match w.resources.get(id.0) {
-            Some(r) if ok(&r.kind) => Ok(()),
-            Some(r) => Err(format!(
-                "the `{}` event names `{}`, which is not a {what}",
-                e.rtapp_name(),
-                r.name
-            )),
-            None => Err(format!(
-                "the `{}` event names resource {}, which does not exist",
-                e.rtapp_name(),
-                id.0
-            )),
+    for (r, need) in e.needs().into_iter().flatten() {
+        if let Some(problem) = w.resource_problem(r, need) {
+            return Err(format!("the `{}` event names {problem}", e.rtapp_name()));
         }
-    };
-    let mutex = |k: &ResourceKind| matches!(k, ResourceKind::Mutex);
-    let cond = |k: &ResourceKind| matches!(k, ResourceKind::Cond);
+    }
     match e {
-        Event::Lock { mutex: m } | Event::Unlock { mutex: m } => want(m, "mutex", mutex),
-        Event::Wait { cond: c, mutex: m }
-        | Event::SignalWait { cond: c, mutex: m }
-        | Event::Suspend { cond: c, mutex: m }
-        | Event::Resume { cond: c, mutex: m } => {
-            want(c, "condition", cond)?;
-            want(m, "mutex", mutex)
+        Event::Fork { thread } if w.threads.get(*thread).is_none() => {
+            Err(format!("`fork` names thread {thread}, which does not exist"))
         }
-        Event::Signal { cond: c } | Event::Broadcast { cond: c } => want(c, "condition", cond),
-        Event::Barrier { barrier } => want(barrier, "barrier", |k| matches!(k, ResourceKind::Barrier { .. })),
-        Event::SemPost { sem } | Event::SemWait { sem } => {
-            want(sem, "semaphore", |k| matches!(k, ResourceKind::Semaphore))
-        }
-        Event::Fork { thread } => match w.threads.get(*thread) {
-            Some(_) => Ok(()),
-            None => Err(format!("`fork` names thread {thread}, which does not exist")),
-        },
         _ => Ok(()),
     }
 }
