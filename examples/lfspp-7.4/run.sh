@@ -5,7 +5,9 @@
 # timer even when late, and player.json under `pacer run`, which skips the sleep when late.
 # pacer exec runs the program itself (not through a shell, whose name `--thread` would not match).
 # Prints, per run, the first period pacer adopted, the records it came from and when.
-# usage: examples/lfspp-7.4/run.sh [PACER] [REPEATS]   (root; docs/BENCHMARKS.md)
+# HOG=1 adds a SCHED_OTHER CPU hog to the partition (deep starvation: the player shares the
+# load's gaps with it).
+# usage: [HOG=1] examples/lfspp-7.4/run.sh [PACER] [REPEATS]   (root; docs/BENCHMARKS.md)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pacer=${1:-$here/../../target/release/pacer}
@@ -43,8 +45,12 @@ for rep in $(seq "$reps"); do
         prog="$pacer run --calibration $cal $tmp/player.json" thread=player-0
       fi
       printf '%-7s P=%-9s ' $shape $p
-      "$pacer" cpuset --cpus 1 -- sh -c "$pacer run --calibration $cal $here/load.json > /dev/null & sleep 0.5;
-        $pacer exec --json --status-every 250ms --duration 7s --thread $thread -- $prog; s=\$?; wait; exit \$s" |
+      hog_start='' hog_stop=''
+      if [ "${HOG:-0}" = 1 ]; then
+        hog_start='(while :; do :; done) & hog=$!;' hog_stop='kill $hog;'
+      fi
+      "$pacer" cpuset --cpus 1 -- sh -c "$hog_start $pacer run --calibration $cal $here/load.json > /dev/null & sleep 0.5;
+        $pacer exec --json --status-every 250ms --duration 7s --thread $thread -- $prog; s=\$?; $hog_stop wait; exit \$s" |
         first $p
     done
   done

@@ -112,6 +112,14 @@ pub struct ControlArgs {
     /// Never probe: a starved thread is reserved at the period its late wake-ups suggest.
     #[arg(long)]
     no_probe: bool,
+    /// pacer's own SCHED_FIFO priority while it controls (0: SCHED_OTHER). The control loop
+    /// must run above the load it rescues threads from: as SCHED_OTHER it shares the fair
+    /// server's 5 % with every CPU hog once probes and real-time load fill a CPU, and below a
+    /// SCHED_FIFO load it gets nothing (measured: ticks 1 s apart, or none, instead of 100 ms;
+    /// docs/exec.md). It uses about 1 % of a CPU. The program and everything pacer starts do
+    /// not inherit it. Not used with --daemon (the daemon's own rt_priority applies).
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u8).range(0..=99))]
+    rt_priority: u8,
     /// Stop controlling after this long (the program keeps running).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -310,12 +318,24 @@ pub(crate) fn start_guardian() -> Result<Guardian, LinuxError> {
     Guardian::spawn(cmd)
 }
 
-/// The session with its guardian (restarted if it dies) and its ledger.
-fn start_session(pidfd: pacer_linux::procfs::Pidfd, cfg: SessionConfig) -> Result<Session> {
+/// The session with its guardian (restarted if it dies) and its ledger; the calling thread,
+/// which runs the control loop, then takes `--rt-priority` (after the guardian and the program
+/// are started, and with SCHED_RESET_ON_FORK, so that nothing pacer starts inherits it).
+fn start_session(pidfd: pacer_linux::procfs::Pidfd, cfg: SessionConfig, rt_priority: u8) -> Result<Session> {
     let guardian = start_guardian().context("starting the guardian process")?;
     let session = Session::new(pidfd, cfg, Some(guardian))?
         .with_guardian_respawn(Box::new(start_guardian))
         .with_ledger(&ledger::dir())?;
+    if rt_priority > 0 {
+        pacer_linux::sched::set_policy(
+            pacer_linux::sched::gettid(),
+            pacer_model::Policy::Fifo {
+                priority: rt_priority,
+            },
+            true,
+        )
+        .with_context(|| format!("setting pacer's own SCHED_FIFO priority {rt_priority} (--rt-priority)"))?;
+    }
     Ok(session)
 }
 
@@ -354,7 +374,13 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
             &label,
             exited,
         )?,
-        None => run_loop(start_session(pidfd, cfg)?, &sigs, &args.control, &label, exited)?,
+        None => run_loop(
+            start_session(pidfd, cfg, args.control.rt_priority)?,
+            &sigs,
+            &args.control,
+            &label,
+            exited,
+        )?,
     };
     Ok(match end {
         End::Exited(status) => {
@@ -382,7 +408,13 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         run_loop(hosted, &sigs, &args.control, &label, || None)?
     } else {
         control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
-        run_loop(start_session(pidfd, cfg)?, &sigs, &args.control, &label, || None)?
+        run_loop(
+            start_session(pidfd, cfg, args.control.rt_priority)?,
+            &sigs,
+            &args.control,
+            &label,
+            || None,
+        )?
     };
     Ok(match end {
         End::Signal(s) => 128 + s as u8,

@@ -243,6 +243,48 @@ fn exec_reports_the_program_exiting() {
         && find(&threads(&l["status"]), "short-0").is_some_and(|t| t["control"]["budget_ns"].is_u64())));
 }
 
+/// pacer's control loop runs at SCHED_FIFO `--rt-priority` (99 by default) with
+/// RESET_ON_FORK; the program it started does not inherit it; 0 keeps pacer SCHED_OTHER.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn pacer_runs_its_control_loop_at_its_rt_priority() {
+    let _g = privileged();
+    for (extra, pacer_policy, pacer_prio) in [
+        (vec![], "SCHED_FIFO|SCHED_RESET_ON_FORK", "99"),
+        (vec!["--rt-priority", "7"], "SCHED_FIFO|SCHED_RESET_ON_FORK", "7"),
+        (vec!["--rt-priority", "0"], "SCHED_OTHER", "0"),
+    ] {
+        // No thread is taken (`--thread` matches none): the shell keeps its own policy.
+        let out = pacer()
+            .args(["exec", "-q", "--period", "20ms", "--thread", "no-such-thread"])
+            .args(&extra)
+            .args(["--", "sh", "-c", "sleep 0.5; chrt -p $PPID; chrt -p $$"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{extra:?}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<&str> = stdout.lines().filter(|l| l.contains("pid ")).collect();
+        assert_eq!(lines.len(), 4, "{extra:?}: {stdout}");
+        assert!(
+            lines[0].ends_with(&format!("policy: {pacer_policy}")),
+            "{extra:?}: {stdout}"
+        );
+        assert!(
+            lines[1].ends_with(&format!("priority: {pacer_prio}")),
+            "{extra:?}: {stdout}"
+        );
+        assert!(lines[2].ends_with("policy: SCHED_OTHER"), "{extra:?}: {stdout}");
+        assert!(lines[3].ends_with("priority: 0"), "{extra:?}: {stdout}");
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(pacer_privileged),

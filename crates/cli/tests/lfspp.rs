@@ -233,15 +233,20 @@ fn first_adopted(stdout: &str) -> (Option<(u64, serde_json::Value, u64)>, Vec<St
 }
 
 /// Runs `program` (whose thread is named `thread`) under `pacer exec` for `control_s` seconds
-/// beside the 85 % SCHED_FIFO load of `examples/lfspp-7.4/load.json`, all in a one-CPU partition;
-/// pacer's `--json` output.
-fn under_fifo_load(program: &str, thread: &str, control_s: u64, extra: &str) -> String {
+/// beside the 85 % SCHED_FIFO load of `examples/lfspp-7.4/load.json`, and a SCHED_OTHER CPU hog
+/// if `hog`, all in a one-CPU partition; pacer's `--json` output.
+fn under_fifo_load(program: &str, thread: &str, control_s: u64, extra: &str, hog: bool) -> String {
     let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/lfspp-7.4");
     let cal = common::calibration();
+    // The hog ends with the shell's last job: killed once pacer exec is done.
+    let (hog_start, hog_stop) = match hog {
+        true => ("(while :; do :; done) & hog=$!; ", "kill $hog; "),
+        false => ("", ""),
+    };
     let script = format!(
-        "{p} run --calibration {cal} {load} > /dev/null & sleep 0.5; \
+        "{hog_start}{p} run --calibration {cal} {load} > /dev/null & sleep 0.5; \
          {p} exec --json --status-every 250ms --duration {control_s}s {extra} --thread {thread} -- \
-         {program}; status=$?; wait; exit $status",
+         {program}; status=$?; {hog_stop}wait; exit $status",
         p = pacer(),
         load = ex.join("load.json").display(),
     );
@@ -292,6 +297,7 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
         "cyclic",
         6,
         "",
+        false,
     );
     let (found, notes) = first_adopted(&stdout);
     eprintln!("cyclic player under 85 % FIFO load: first period adopted {found:?}; notes {notes:?}");
@@ -306,8 +312,11 @@ fn exec_finds_the_period_of_a_late_program_under_85_percent_fifo_load() {
 /// The same player in rt-app's shape (`examples/lfspp-7.4/player.json` under `pacer run`), which
 /// skips its sleep when the expiry is past: under 85 % FIFO load it is late at most activations
 /// and its trace holds no period. `pacer exec` must see that it is starved (its run delay),
-/// probe it, and reserve it at its exact period once it runs on time. A VM's timing can ruin one
-/// run; a second is allowed and both are reported.
+/// probe it, and reserve it at its exact period once it runs on time. A SCHED_OTHER CPU hog
+/// shares the load's gaps with it: starved that deeply (about 90 % of its window), its
+/// wake-ups show only the load's rhythm, and pacer's own loop must not starve with it
+/// (`--rt-priority`, docs/exec.md). A VM's timing can ruin one run; a second is allowed and
+/// both are reported.
 #[test]
 #[cfg_attr(
     not(pacer_privileged),
@@ -331,7 +340,7 @@ fn exec_probes_a_starved_rtapp_player_and_finds_its_period() {
     );
     let mut tries = Vec::new();
     for _ in 0..2 {
-        let stdout = under_fifo_load(&program, "player-0", 7, "");
+        let stdout = under_fifo_load(&program, "player-0", 7, "", true);
         let (found, notes) = first_adopted(&stdout);
         let probed = stdout.contains("\"phase\":\"probing\"");
         eprintln!(

@@ -907,19 +907,26 @@ fn note_run_delay(delays: &mut VecDeque<(u64, u64)>, k: &dyn Kernel, tid: Tid, c
 /// The share of the last window a detecting thread waited for a CPU, when that makes it a
 /// thread to probe rather than reserve at the period its trace suggests.
 ///
-/// Not probed: a thread with too few wake-ups, no periodic pattern at all, or no timer in its
-/// window (a batch, I/O or helper thread: probing would reserve it at the probe period for
-/// good if no period turned up, and the probe's judgement rests on the timers a periodic
-/// thread sets), and a thread whose period came from timer expiries it set even when late (the
-/// cyclictest idiom: an absolute grid, already past, still set): those expiries are the grid
-/// however late the thread runs.
+/// Probed: a thread with a periodic pattern and some timer in its window, or one that timers
+/// wake for most of its wake-ups ([`timer_driven`]) whatever its pattern: deep enough
+/// starvation leaves a periodic thread only the gaps the higher-priority load leaves, so its
+/// wake-ups show the load's pattern or none (seen: a 10 ms player that waited 93 % of the
+/// window under 85 % SCHED_FIFO load and a CPU hog showed only the load's 31 ms; it was never
+/// probed).
+///
+/// Not probed: a thread with too few wake-ups, no periodic pattern and few timer wake-ups, or
+/// no timer in its window (a batch, I/O or helper thread: probing would reserve it at the probe
+/// period for good if no period turned up, and the probe's judgement rests on the timers a
+/// periodic thread sets), and a thread whose period came from timer expiries it set even when
+/// late (the cyclictest idiom: an absolute grid, already past, still set): those expiries are
+/// the grid however late the thread runs.
 fn starved(state: &State, verdict: &Verdict, cfg: &LegacyConfig) -> Option<f64> {
     let threshold = cfg.probe_wait?;
     let State::Detecting { delays, .. } = state else {
         return None;
     };
     let evidence = verdict.timer_records >= MIN_PROBE_TIMERS || verdict.confidence >= PROBE_MIN_CONFIDENCE;
-    if verdict.wakeups < MIN_TIMER_WAKEUPS || !verdict.periodic || !evidence {
+    if verdict.wakeups < MIN_TIMER_WAKEUPS || !(timer_driven(verdict) || verdict.periodic && evidence) {
         return None;
     }
     if verdict.found.is_some() && verdict.source == WakeupSource::TimerExpiry && verdict.late_expiries {
@@ -932,6 +939,13 @@ fn starved(state: &State, verdict: &Verdict, cfg: &LegacyConfig) -> Option<f64> 
     }
     let share = d1.saturating_sub(d0) as f64 / (t1 - t0) as f64;
     (share >= threshold).then_some(share)
+}
+
+/// A thread timers wake: at least [`MIN_TIMER_WAKEUPS`] timer wake-ups in the window, and at
+/// least half of its wake-ups (a starved thread with a few timeouts among its I/O or
+/// other threads' signals is not a periodic program the probe could reveal).
+fn timer_driven(verdict: &Verdict) -> bool {
+    verdict.timer_wakeups >= MIN_TIMER_WAKEUPS && 2 * verdict.timer_wakeups >= verdict.wakeups
 }
 
 /// Puts a starved thread under its probe: twice the CPU share it got while detecting, at least
@@ -1129,6 +1143,8 @@ struct Verdict {
     late_expiries: bool,
     /// Timer records in the window: wake-ups a timer raised, and expiries the thread set.
     timer_records: usize,
+    /// Wake-ups a timer raised in the window.
+    timer_wakeups: usize,
     /// The analyser's confidence in the pattern it saw (0 when it saw none).
     confidence: f64,
 }
@@ -1209,6 +1225,7 @@ fn follow_wakeups(
         wakeups,
         late_expiries: expiries > 0 && late * 4 >= expiries,
         timer_records: timer_wakeups + expiries,
+        timer_wakeups,
         confidence,
     })
 }
@@ -1405,5 +1422,57 @@ impl Controller for LegacyController {
         self.power_step(k, now);
         self.reserve(k);
         self.check_holds();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A detecting thread that waited `wait` of a whole window.
+    fn detecting(wait: f64) -> State {
+        let w = LegacyConfig::default().window_ns;
+        State::Detecting {
+            since: 0,
+            cpu0: Some(0),
+            delays: VecDeque::from([(0, 0), (w, (wait * w as f64) as u64)]),
+            trace: Trace::default(),
+        }
+    }
+
+    fn verdict(periodic: bool, wakeups: usize, timer_wakeups: usize, expiries: usize) -> Verdict {
+        Verdict {
+            found: None,
+            source: WakeupSource::All,
+            periodic,
+            wakeups,
+            late_expiries: false,
+            timer_records: timer_wakeups + expiries,
+            timer_wakeups,
+            confidence: if periodic { 0.1 } else { 0.0 },
+        }
+    }
+
+    #[test]
+    fn which_starved_threads_are_probed() {
+        let cfg = LegacyConfig::default();
+        let starved_90 = detecting(0.9);
+        let probed = |v: Verdict| starved(&starved_90, &v, &cfg).is_some();
+        // A periodic pattern with a timer in the window.
+        assert!(probed(verdict(true, 20, 2, 0)));
+        // Deep starvation: the load's rhythm, no pattern of its own, but timers wake it.
+        assert!(probed(verdict(false, 30, 28, 0)));
+        assert!(probed(verdict(false, 16, 8, 0)));
+        // No pattern and too few timer wake-ups, or mostly other wake-ups (I/O, signals).
+        assert!(!probed(verdict(false, 30, 7, 0)));
+        assert!(!probed(verdict(false, 40, 12, 0)));
+        // A periodic pattern without any timer and little confidence: not a timer user.
+        assert!(!probed(verdict(true, 20, 0, 1)));
+        // Too few wake-ups at all.
+        assert!(!probed(verdict(false, 7, 7, 0)));
+        // Not starved: waited under the 10 % threshold.
+        assert!(starved(&detecting(0.05), &verdict(false, 30, 28, 0), &cfg).is_none());
+        assert!(starved(&detecting(0.2), &verdict(false, 30, 28, 0), &cfg)
+            .is_some_and(|w| (w - 0.2).abs() < 1e-9));
     }
 }
