@@ -87,11 +87,23 @@ pub struct Args {
     /// Extra cost when the job resumes on another CPU.
     #[arg(long, default_value = "0ns", value_parser = parse_duration)]
     pub migration_cost: Duration,
-    /// Timer and wake-up latency: a thread whose timer or sleep expires becomes runnable this
-    /// much later (its job's release stays the expiry). `pacer compare sim.csv run.csv` estimates
-    /// it for the machine of a real run.
+    /// Wake-up latency: a thread whose timer or sleep expires, or that another thread wakes
+    /// (mutex, condition, barrier, semaphore, resume), becomes runnable this much later (a
+    /// timer job's release stays the expiry). A machine's figure: tests/rtapp/machine_profile.py
+    /// measures it (docs/rtapp.md), `pacer compare sim.csv run.csv` estimates it from a run.
     #[arg(long, default_value = "0ns", value_parser = parse_duration)]
     pub wakeup_latency: Duration,
+    /// Idle-exit latency: a thread put on a CPU that was idle runs this much later, uncharged
+    /// (the CPU leaving its idle state; on a VM, the host running the halted vCPU again). A
+    /// machine's figure, measured by tests/rtapp/machine_profile.py.
+    #[arg(long, default_value = "0ns", value_parser = parse_duration)]
+    pub idle_exit_latency: Duration,
+    /// NI_RANDOM's newidle ratio (0–1024) at the start: a CPU going idle tries to pull a fair
+    /// thread with probability (1 + N) / 1024, and the kernel then follows its success. It is the
+    /// machine's recent history, measured by tests/rtapp/machine_profile.py [default: 512, the kernel's
+    /// value for a freshly built domain].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub newidle_ratio: Option<u64>,
     /// Multiply the work of every `run` event and task-set job by F (> 0): how much slower the
     /// measured machine runs calibrated work (estimated by `pacer compare` too).
     #[arg(long, default_value_t = 1.0, value_name = "F")]
@@ -372,6 +384,8 @@ pub(crate) struct SimOverheads {
     pub context_switch_cost_ns: u64,
     pub migration_cost_ns: u64,
     pub wakeup_latency_ns: u64,
+    pub idle_exit_latency_ns: u64,
+    pub newidle_ratio: u64,
     pub work_scale: f64,
 }
 
@@ -420,6 +434,8 @@ impl Args {
             context_switch_cost: Duration::ZERO,
             migration_cost: Duration::ZERO,
             wakeup_latency: Duration::ZERO,
+            idle_exit_latency: Duration::ZERO,
+            newidle_ratio: None,
             work_scale: 1.0,
             jobs: None,
             trace: None,
@@ -573,6 +589,10 @@ pub(crate) fn simulate(
     cfg.context_switch_cost = a.context_switch_cost.ns();
     cfg.migration_cost = a.migration_cost.ns();
     cfg.wakeup_latency = a.wakeup_latency.ns();
+    cfg.idle_exit_latency = a.idle_exit_latency.ns();
+    if let Some(r) = a.newidle_ratio {
+        cfg.newidle_ratio = r;
+    }
     cfg.work_scale = a.work_scale;
     let kernel = a.kernel.apply(&mut cfg, m)?;
     let ignored = workload.ignored.clone();
@@ -666,6 +686,8 @@ pub(crate) fn simulate(
             context_switch_cost_ns: a.context_switch_cost.ns(),
             migration_cost_ns: a.migration_cost.ns(),
             wakeup_latency_ns: a.wakeup_latency.ns(),
+            idle_exit_latency_ns: a.idle_exit_latency.ns(),
+            newidle_ratio: a.newidle_ratio.unwrap_or(pacer_sim::BOOT_NEWIDLE_RATIO),
             work_scale: a.work_scale,
         },
         kernel,

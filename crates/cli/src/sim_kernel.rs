@@ -1,12 +1,25 @@
 //! The simulated kernel's scheduler settings that `pacer sim` exposes: which fair class it has
-//! (EEVDF, CFS, VT-CFS), its tick, the fair server and RT throttling.
+//! (EEVDF, CFS, VT-CFS), its tick, the fair server, RT throttling, timer slack and how the fair
+//! class balances threads between CPUs.
 
 use anyhow::{bail, Result};
 use pacer_model::Duration;
-use pacer_sim::{CfsTunables, FairModel, SimConfig, SLICE_RANGE_NS};
+use pacer_sim::{CfsTunables, FairBalance, FairModel, SimConfig, SLICE_RANGE_NS};
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
+
+/// How `--fair-balance` places fair threads on CPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FairBalanceArg {
+    /// As Linux 6.18: a waking thread takes an idle CPU only if its previous one or the one it
+    /// last woke on is idle, or if the LLC is below about 60 % busy (SIS_UTIL); idle CPUs pull
+    /// from busy ones at their ticks and, by NI_RANDOM's dice, when they go idle; cache-hot
+    /// threads (ran within 0.5 ms) stay.
+    Linux,
+    /// Any idle CPU at every wake-up, and a pull by every CPU that goes idle: the best placement.
+    Ideal,
+}
 
 /// The fair class `--fair` selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -53,6 +66,15 @@ pub struct KernelArgs {
     /// may preempt it before it sleeps (docs/simulator.md). Use this to model rt-app itself.
     #[arg(long)]
     pub no_job_end_cpu_time: bool,
+    /// timer_slack_ns of SCHED_OTHER, SCHED_BATCH and SCHED_IDLE threads: their sleeps and
+    /// timers expire this much late (rt and deadline threads have none). 0 models
+    /// prctl(PR_SET_TIMERSLACK, 1)-like precise sleepers.
+    #[arg(long, value_parser = parse_duration, default_value = "50us", value_name = "DUR")]
+    pub timer_slack: Duration,
+    /// How fair threads are placed on and moved between CPUs (docs/simulator.md, "Load
+    /// balancing of the fair class").
+    #[arg(long, value_enum, default_value = "linux")]
+    pub fair_balance: FairBalanceArg,
 }
 
 impl Default for KernelArgs {
@@ -66,6 +88,8 @@ impl Default for KernelArgs {
             rt_throttling: false,
             no_fair_server: false,
             no_job_end_cpu_time: false,
+            timer_slack: Duration(pacer_sim::DEFAULT_TIMER_SLACK_NS),
+            fair_balance: FairBalanceArg::Linux,
         }
     }
 }
@@ -83,6 +107,8 @@ pub struct KernelInfo {
     pub rt_throttling: bool,
     pub fair_server: bool,
     pub job_end_cpu_time: bool,
+    pub timer_slack_ns: u64,
+    pub fair_balance: &'static str,
 }
 
 impl KernelArgs {
@@ -133,6 +159,11 @@ impl KernelArgs {
         cfg.tick_phase = self.tick_phase.map(Duration::ns);
         cfg.rt_throttling = self.rt_throttling;
         cfg.job_end_cpu_time = !self.no_job_end_cpu_time;
+        cfg.timer_slack = self.timer_slack.ns();
+        cfg.fair_balance = match self.fair_balance {
+            FairBalanceArg::Linux => FairBalance::Linux,
+            FairBalanceArg::Ideal => FairBalance::Ideal,
+        };
         if self.no_fair_server {
             cfg.fair_server = None;
         }
@@ -162,6 +193,11 @@ impl KernelArgs {
             rt_throttling: cfg.rt_throttling,
             fair_server: cfg.fair_server.is_some(),
             job_end_cpu_time: cfg.job_end_cpu_time,
+            timer_slack_ns: cfg.timer_slack,
+            fair_balance: match cfg.fair_balance {
+                FairBalance::Linux => "linux",
+                FairBalance::Ideal => "ideal",
+            },
         })
     }
 }

@@ -4,8 +4,11 @@
 //! sources) made over the same duration, recorded in `tests/rtapp/expected.json` by
 //! `tests/rtapp/compare.py` (docs/rtapp.md says how).
 //!
-//! The simulator is deterministic, so its counts are held to the 2 %. `pacer run` shares
-//! a 2-CPU machine with whatever else runs there: it is held to 5 % here, and the figures
+//! The simulator is deterministic, so its counts are held to the 2 %. It runs every file
+//! with the same options, the machine profile recorded with the counts (`sim_args`: the
+//! development VM's wake-up latencies, rt-app's work scale and the newidle ratio, measured by
+//! `tests/rtapp/machine_profile.py`); a file with options of its own is refused. `pacer run`
+//! shares a 2-CPU machine with whatever else runs there: it is held to 5 % here, and the figures
 //! measured on a quiet machine are in docs/rtapp.md. Both may also differ by one pass, the edge
 //! of the counting window.
 
@@ -22,15 +25,27 @@ fn suite() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/rtapp")
 }
 
-/// A file's record: duration (s), rt-app's passes per task, extra `pacer sim` options.
+/// A file's record: duration (s), rt-app's passes per task, the `pacer sim` options.
 type Expected = (u64, BTreeMap<String, u64>, Vec<String>);
 
 /// file → its record.
 fn expected() -> BTreeMap<String, Expected> {
     let text = std::fs::read_to_string(suite().join("expected.json")).expect("tests/rtapp/expected.json");
     let v: Value = serde_json::from_str(&text).expect("expected.json is JSON");
+    // One machine profile for every file: options tuned per file would hide what the model
+    // gets wrong.
+    let sim_args: Vec<String> = v["sim_args"]
+        .as_array()
+        .expect("sim_args: the machine profile's options")
+        .iter()
+        .map(|x| x.as_str().expect("an option").to_string())
+        .collect();
     let mut out = BTreeMap::new();
     for (file, e) in v["files"].as_object().expect("files") {
+        assert!(
+            e.get("sim_args").is_none(),
+            "{file}: per-file simulator options are not allowed"
+        );
         let secs = e["duration_s"].as_u64().expect("duration_s");
         let passes = e["rtapp_passes"]
             .as_object()
@@ -38,15 +53,7 @@ fn expected() -> BTreeMap<String, Expected> {
             .iter()
             .map(|(k, n)| (k.clone(), n.as_u64().expect("a count")))
             .collect();
-        let sim_args = e["sim_args"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|x| x.as_str().expect("an option").to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.insert(file.clone(), (secs, passes, sim_args));
+        out.insert(file.clone(), (secs, passes, sim_args.clone()));
     }
     assert!(out.len() >= 8, "the suite lost files: {:?}", out.keys());
     out

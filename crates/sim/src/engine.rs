@@ -41,6 +41,10 @@
 
 use std::collections::BinaryHeap;
 
+mod balance;
+use balance::FairLb;
+pub use balance::{FairBalance, BOOT_NEWIDLE_RATIO};
+
 use pacer_adapt::kernel::{Origin, Wakeup};
 use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
@@ -74,10 +78,37 @@ pub struct SimConfig {
     pub context_switch_cost: u64,
     /// Extra switch-in time when the thread last ran on another CPU (ns).
     pub migration_cost: u64,
-    /// Delay between the expiry of a thread's timer or sleep and the thread becoming runnable
-    /// (ns): a real kernel's timer and wake-up path latency, which the response time of a job
-    /// released by a timer includes (its release stays the nominal expiry). 0 = ideal.
+    /// Delay between the cause of a wake-up and the woken thread becoming runnable (ns): the
+    /// expiry of its timer or sleep (the timer interrupt and wake-up path), or another thread's
+    /// synchronisation operation (the futex wake-up and its IPI). The response time of a job
+    /// released by a timer includes it (its release stays the nominal expiry). 0 = ideal.
     pub wakeup_latency: u64,
+    /// Time a CPU that was idle takes to run what it is given (ns): the exit from its idle
+    /// state (cpuidle's `exit_latency`; on a VM, the host scheduling the halted vCPU again).
+    /// The thread switched in waits that long before it runs, uncharged; the CPU counts as
+    /// busy meanwhile. A CPU that goes idle and picks another thread at the same instant never
+    /// halted and pays nothing. 0 = ideal.
+    pub idle_exit_latency: u64,
+    /// `timer_slack_ns` of SCHED_OTHER, SCHED_BATCH and SCHED_IDLE threads (ns): their sleeps
+    /// and timers expire this much after the time asked (`hrtimer_nanosleep()` arms the timer
+    /// with this range and the clock event is programmed for its end). rt and deadline threads
+    /// have none (`__setscheduler_params()`). Linux's default is 50 µs
+    /// ([`DEFAULT_TIMER_SLACK_NS`]).
+    pub timer_slack: u64,
+    /// rt-app's `runtime` event spins in bursts of this much calibrated work (ns at capacity
+    /// 1024, scaled by `work_scale` like `run`), reading the clock after each (`loadwait(32)`):
+    /// it ends at the first burst that finishes once its duration of wall-clock time has
+    /// passed, preemptions included. 0 = it ends exactly at its duration.
+    pub runtime_burst: u64,
+    /// How fair threads are placed and moved between CPUs: as Linux 6.18 does (the default), or
+    /// ideally (any idle CPU at every wake-up, a pull by every CPU going idle). See
+    /// [`FairBalance`].
+    pub fair_balance: FairBalance,
+    /// NI_RANDOM's `newidle_ratio` (0–1024) when the simulation starts: a CPU going idle tries
+    /// to pull with probability (1 + ratio) / 1024. It is the machine's recent history of such
+    /// pulls, not the workload's (tests/rtapp/machine_profile.py measures it); default
+    /// [`BOOT_NEWIDLE_RATIO`], the kernel's value for a domain it has just built.
+    pub newidle_ratio: u64,
     /// Factor on the work of every `run` event (and task-set job): how much slower the measured
     /// machine executes calibrated work than its calibration says (`pacer compare` estimates it
     /// from a real run). Wall-clock `runtime` is not scaled. 1 = exact.
@@ -157,6 +188,15 @@ pub const DEFAULT_MEM_NS_PER_BYTE: f64 = 0.035;
 /// `/dev/null` cost only the system call (≈ 0.00002 ns/byte); set it for a real device.
 pub const DEFAULT_IO_NS_PER_BYTE: f64 = 0.022;
 
+/// Default [`SimConfig::timer_slack`]: the kernel's `timer_slack_ns` of a task not in an rt or
+/// deadline class (`init_task`'s, inherited by every process unless `prctl(PR_SET_TIMERSLACK)`
+/// changes it).
+pub const DEFAULT_TIMER_SLACK_NS: u64 = 50_000;
+
+/// Default [`SimConfig::runtime_burst`]: rt-app's `runtime` loop runs `loadwait(32)`, 32 µs of
+/// its calibrated loop, between two reads of the clock.
+pub const RTAPP_RUNTIME_BURST_NS: u64 = 32_000;
+
 /// Most threads one `fork` event's task may have forked before rt-app exits with an error
 /// (rt-app.c `FORKS_LIMIT`: counted per forked task, over every thread that forks it).
 pub const FORKS_LIMIT: u32 = 1024;
@@ -170,6 +210,11 @@ impl SimConfig {
             context_switch_cost: 0,
             migration_cost: 0,
             wakeup_latency: 0,
+            idle_exit_latency: 0,
+            timer_slack: DEFAULT_TIMER_SLACK_NS,
+            runtime_burst: RTAPP_RUNTIME_BURST_NS,
+            fair_balance: FairBalance::Linux,
+            newidle_ratio: BOOT_NEWIDLE_RATIO,
             work_scale: 1.0,
             rt_runtime_us: 950_000,
             rt_period_us: 1_000_000,
@@ -307,6 +352,17 @@ fn program_ended(spec: &ThreadSpec, mut pc: Cursor) -> bool {
     }
 }
 
+/// An rt-app `runtime` event in progress.
+#[derive(Debug, Clone, Copy)]
+struct RuntimeEvent {
+    /// Its duration until it starts, then its wall-clock end.
+    end: u64,
+    /// Work done in it so far (ns at capacity 1024).
+    done: u64,
+    /// It has begun: the thread ran since it reached the event.
+    started: bool,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Job {
     seq: u64,
@@ -334,11 +390,24 @@ struct Thread {
     /// Run queue the thread belongs to (last CPU).
     cpu: u32,
     pc: Cursor,
-    /// Work left in the current run event: ns at capacity 1024 (or wall ns for `runtime`).
+    /// Work left in the current run event: ns at capacity 1024 (for `runtime`, up to the end
+    /// predicted if it runs on without preemption; [`Sim::runtime_left`]).
     remaining: u64,
-    wall: bool,
     /// Switch-in cost still to be paid before work progresses.
     overhead: u64,
+    /// Time still to wait, uncharged, before it runs on a CPU leaving idle
+    /// ([`SimConfig::idle_exit_latency`]).
+    stall: u64,
+    /// The `runtime` event in progress, if any.
+    runtime: Option<RuntimeEvent>,
+    /// Woken by a synchronisation operation, [`SimConfig::wakeup_latency`] ago: the rest of
+    /// the event it blocked in runs before its program goes on.
+    sync_resume: bool,
+    /// The CPU it last woke on (`p->recent_used_cpu`).
+    recent_cpu: u32,
+    /// When it last left a CPU (`se.exec_start` of a task not running), `u64::MAX` before it
+    /// ever ran: a task that ran within the migration cost is cache hot.
+    last_ran: u64,
     job: Option<Job>,
     /// Release time of the job the thread starts when it next wakes (timer expiry).
     pending_release: Option<u64>,
@@ -387,6 +456,9 @@ struct Cpu {
     armed: Option<u64>,
     capacity: u64,
     rq: Rq,
+    /// Since when the CPU has been idle (`u64::MAX` while it runs a thread): a thread switched
+    /// in later pays [`SimConfig::idle_exit_latency`].
+    idle_at: u64,
     /// Time of the live per-CPU class timer (fair server, RT period), if one is armed.
     rq_timer: Option<u64>,
     rq_gen: u64,
@@ -514,6 +586,9 @@ pub struct Sim {
     /// Names, shared objects and per-thread synchronisation state, boxed: the hot path never
     /// touches them but for one check per event, and `Sim`'s hot fields stay where they were.
     sync: Box<SyncState>,
+    /// The fair class's load balancing as Linux does it, when fair threads share CPUs
+    /// ([`FairBalance::Linux`] and more than one CPU).
+    lb: Option<Box<FairLb>>,
 }
 
 struct SyncState {
@@ -660,13 +735,15 @@ impl Sim {
         }
         let domains = build_domains(&platform, &cfg.governors)?;
         let dvfs_on = domains.iter().any(|d| d.schedutil().is_some());
+        // Linux's fair balancing reads each CPU's fair utilisation (PELT).
+        let fair_lb = cfg.fair_balance == FairBalance::Linux && m > 1 && has_fair_threads(&workload);
         let dvfs = platform
             .cpus
             .iter()
             .map(|c| {
                 let d = &domains[c.cluster];
                 let (walt, multiplier) = signal_settings(d);
-                let tracked = d.schedutil().is_some() || cfg.track_util;
+                let tracked = d.schedutil().is_some() || cfg.track_util || fair_lb;
                 CpuDvfs {
                     cluster: c.cluster,
                     opp_since: 0,
@@ -731,6 +808,7 @@ impl Sim {
                 ),
                 rq_timer: None,
                 rq_gen: 0,
+                idle_at: 0,
             })
             .collect();
         // Root domains are the connected components of CPUs linked by some thread's affinity
@@ -758,6 +836,25 @@ impl Sim {
         }
         let domain_cpus: Vec<Vec<usize>> = root_domains.iter().map(|d| d.cpus.clone()).collect();
         let cpudl = RootHeaps::new(&domain_cpus);
+        // An LLC is a cluster: the CPUs sharing a frequency share their last-level cache.
+        let lb = fair_lb.then(|| {
+            let llc = platform
+                .cpus
+                .iter()
+                .map(|c| {
+                    (0..m)
+                        .filter(|&o| platform.cpus[o].cluster == c.cluster)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            Box::new(FairLb::new(
+                cfg.seed,
+                llc,
+                &domain_cpus,
+                cfg.tick_ns,
+                cfg.newidle_ratio,
+            ))
+        });
         let timers = (0..workload.timer_count())
             .map(|_| SharedTimer::default())
             .collect();
@@ -804,6 +901,7 @@ impl Sim {
                 woken: Vec::new(),
                 started: Vec::new(),
             }),
+            lb,
         };
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[sim.threads[i].spec as usize]
@@ -984,6 +1082,9 @@ impl Sim {
         th.cpu = cpu as u32;
         self.cpus[cpu].rq.enqueue(t, &mut th.se, flags, self.now);
         self.queued_changed(cpu);
+        if self.lb.is_some() {
+            self.note_overload(cpu);
+        }
     }
 
     fn dequeue(&mut self, t: ThreadId) {
@@ -1037,6 +1138,14 @@ impl Sim {
         }
         self.threads[t as usize].cpu = to as u32;
     }
+}
+
+/// Whether some thread of `w` may run in the fair class (its policy, or a phase's).
+fn has_fair_threads(w: &Workload) -> bool {
+    let fair = |p: &Policy| matches!(p, Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle);
+    w.threads
+        .iter()
+        .any(|t| fair(&t.policy) || t.phases.iter().any(|p| p.policy.as_ref().is_some_and(fair)))
 }
 
 /// Progress rate (1024 scale) of work whose fraction `mem` does not scale with frequency, on a CPU
@@ -1187,8 +1296,12 @@ fn new_thread(
         cpu: first_cpu as u32,
         pc: Cursor::default(),
         remaining: 0,
-        wall: false,
         overhead: 0,
+        stall: 0,
+        runtime: None,
+        sync_resume: false,
+        recent_cpu: first_cpu as u32,
+        last_ran: u64::MAX,
         job: None,
         pending_release: None,
         // Shared with the real-kernel executor, so both judge jobs alike.
@@ -1380,9 +1493,19 @@ impl Sim {
             return;
         }
         c.exec_start = now;
+        let th = &mut self.threads[t as usize];
+        let mut delta = delta;
+        if th.stall > 0 {
+            // The CPU is still leaving idle: nothing runs, nothing is charged.
+            let st = th.stall.min(delta);
+            th.stall -= st;
+            delta -= st;
+            if delta == 0 {
+                return;
+            }
+        }
         c.busy_acc += delta;
         let scale_invariant = self.cfg.scale_invariant_runtime;
-        let th = &mut self.threads[t as usize];
         th.stats.exec += delta;
         if let Some(j) = &mut th.job {
             j.exec += delta;
@@ -1390,12 +1513,11 @@ impl Sim {
         let ov = th.overhead.min(delta);
         th.overhead -= ov;
         let d = delta - ov;
-        let progress = if th.wall {
-            d
-        } else {
-            ((d as u128 * c.work_speed as u128) / CAPACITY_SCALE as u128) as u64
-        };
+        let progress = ((d as u128 * c.work_speed as u128) / CAPACITY_SCALE as u128) as u64;
         th.remaining = th.remaining.saturating_sub(progress);
+        if let Some(r) = &mut th.runtime {
+            r.done += progress;
+        }
         let charge = Charge {
             speed: c.speed,
             scale_invariant,
@@ -1413,24 +1535,35 @@ impl Sim {
             c.armed = None;
             return;
         };
-        let th = &self.threads[t as usize];
-        let work = if th.wall {
-            th.remaining
+        let work = if self.threads[t as usize].runtime.is_some() {
+            self.runtime_left(t, cpu)
         } else {
+            let th = &self.threads[t as usize];
             ((th.remaining as u128 * CAPACITY_SCALE as u128).div_ceil(c.work_speed.max(1) as u128))
                 .min(u64::MAX as u128) as u64
         };
+        let c = &self.cpus[cpu];
+        let th = &self.threads[t as usize];
         let charge = Charge {
             speed: c.speed,
             scale_invariant: self.cfg.scale_invariant_runtime,
             now: self.now,
         };
-        let dt = th.overhead.saturating_add(work).min(c.rq.expiry(
-            &th.se,
-            charge,
-            self.cfg.rr_timeslice,
-            self.now,
-        ));
+        // The class counts running time: a thread still waiting for its CPU to leave idle
+        // starts it that much later (a tick falls where it falls).
+        let start = self.now.saturating_add(th.stall);
+        let mut dt = th
+            .stall
+            .saturating_add(th.overhead.saturating_add(work).min(c.rq.expiry(
+                &th.se,
+                charge,
+                self.cfg.rr_timeslice,
+                start,
+            )));
+        if self.lb.is_some() && th.se.lazily_scheduled() && self.wants_kick_ticks(cpu) {
+            // Its ticks kick the idle balancer.
+            dt = dt.min(self.fair.tick_at_or_after(self.now + 1) - self.now);
+        }
         let at = self.now.saturating_add(dt);
         self.arm_rq_timer(cpu);
         let c = &mut self.cpus[cpu];
@@ -1441,6 +1574,38 @@ impl Sim {
         c.armed = Some(at);
         let gen = c.gen;
         self.push_event(at, Kind::CpuLocal, cpu as u32, gen);
+    }
+
+    /// The running thread `t`'s `runtime` event, accounted up to now: sets its remaining work to
+    /// the end it reaches if it keeps the CPU (the first burst of [`SimConfig::runtime_burst`]
+    /// that finishes once the event's wall-clock end has passed, as rt-app reads the clock only
+    /// between bursts) and returns the wall time to that end.
+    fn runtime_left(&mut self, t: ThreadId, cpu: usize) -> u64 {
+        let speed = self.cpus[cpu].work_speed.max(1) as u128;
+        let burst = (self.cfg.runtime_burst as f64 * self.cfg.work_scale).round() as u128;
+        let now = self.now;
+        let th = &mut self.threads[t as usize];
+        let Some(r) = &mut th.runtime else { return 0 };
+        if !r.started {
+            // rt-app reads the clock as the event begins: once the thread runs its code.
+            r.started = true;
+            r.end = r.end.saturating_add(now + th.stall + th.overhead);
+        }
+        let (end, done) = (r.end, r.done);
+        let wall_left = end.saturating_sub(now) as u128;
+        if burst == 0 {
+            th.remaining = (wall_left * speed)
+                .div_ceil(CAPACITY_SCALE as u128)
+                .min(u64::MAX as u128) as u64;
+            return wall_left as u64;
+        }
+        let by_end = done as u128 + (wall_left * speed).div_ceil(CAPACITY_SCALE as u128);
+        let last = by_end.div_ceil(burst).max(1) * burst;
+        let left = last - done as u128;
+        th.remaining = left.min(u64::MAX as u128) as u64;
+        (left * CAPACITY_SCALE as u128)
+            .div_ceil(speed)
+            .min(u64::MAX as u128) as u64
     }
 
     /// Keeps one event armed at the CPU's next class timer.
@@ -1491,8 +1656,12 @@ impl Sim {
             self.dvfs_account(cpu);
         }
         let t = self.cpus[cpu].curr.take()?;
+        self.cpus[cpu].idle_at = self.now;
         self.cpudl.set_running(cpu, Key::Idle);
         let th = &mut self.threads[t as usize];
+        // Taken off before its CPU left idle: the next thread there has the CPU awake.
+        th.stall = 0;
+        th.last_ran = self.now;
         if how == Off::Preempted {
             th.stats.involuntary_switches += 1;
             if let Some(j) = &mut th.job {
@@ -1518,16 +1687,24 @@ impl Sim {
         }
         let now = self.now;
         let (cs, mig) = (self.cfg.context_switch_cost, self.cfg.migration_cost);
+        // A CPU idle since before now was halted: it runs nothing until it has left idle.
+        let stall = if self.cpus[cpu].idle_at < now {
+            self.cfg.idle_exit_latency
+        } else {
+            0
+        };
+        self.cpus[cpu].idle_at = u64::MAX;
         self.set_state(t, State::Running);
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
         th.stats.switches += 1;
         th.overhead += cs;
+        th.stall = stall;
         self.cpus[cpu].rq.set_next(t, &mut th.se);
         let cooperative_begin = th.cooperative && th.job.is_some_and(|j| j.start.is_none());
         if let Some(j) = &mut th.job {
             if j.start.is_none() {
-                j.start = Some(now);
+                j.start = Some(now + stall);
             }
             if j.last_cpu.is_some_and(|c| c as usize != cpu) {
                 j.migrations += 1;
@@ -1619,6 +1796,10 @@ impl Sim {
         if th.state != State::Queued || th.pinned.is_some() {
             return;
         }
+        if self.lb.is_some() && th.se.prefers_idle_cpu() {
+            // The fair class has no push: a preempted fair thread waits for a balancer.
+            return;
+        }
         let from = th.cpu as usize;
         let k = th.se.key();
         // The CPU running the least urgent thread `t` preempts, ties to the lowest index.
@@ -1648,6 +1829,14 @@ impl Sim {
             },
             || cpus[cpu].rq.pick().map_or(Key::Idle, |x| x.0),
         );
+        if self.lb.is_some()
+            && found.is_none_or(|(_, k, _)| Sim::is_fair_key(k))
+            && self.cpus[cpu].rq.pick().is_none()
+            && !self.newidle_allows(cpu, found.map(|(_, _, t)| t))
+        {
+            // `sched_balance_newidle()` did not pull: the CPU idles until a kick.
+            return;
+        }
         if let Some((_, _, t)) = found {
             self.migrate_queued(t, cpu);
         }
@@ -1658,6 +1847,13 @@ impl Sim {
         let th = &self.threads[t as usize];
         if let Some(c) = th.pinned {
             return c as usize;
+        }
+        if self.lb.is_some() && th.se.prefers_idle_cpu() {
+            return if th.last_ran == u64::MAX {
+                self.select_fair_new(t)
+            } else {
+                self.select_fair_wakeup(t)
+            };
         }
         select_task_rq(
             &th.se,
@@ -1799,14 +1995,18 @@ impl Sim {
                     }
                     if w > 0 {
                         th.remaining = w;
-                        th.wall = false;
                         return Step::Run;
                     }
                 }
                 Event::Runtime { duration } => {
                     if !duration.is_zero() {
+                        // Its clock starts when it first runs ([`Sim::runtime_left`]).
+                        th.runtime = Some(RuntimeEvent {
+                            end: duration.ns(),
+                            done: 0,
+                            started: false,
+                        });
                         th.remaining = duration.ns();
-                        th.wall = true;
                         return Step::Run;
                     }
                 }
@@ -1889,7 +2089,6 @@ impl Sim {
                 if w > 0 {
                     let th = &mut self.threads[t as usize];
                     th.remaining = w;
-                    th.wall = false;
                     return Some(Step::Run);
                 }
                 None
@@ -1938,7 +2137,7 @@ impl Sim {
         let wakeup_at =
             |e: Option<&QueuedEvent>| e.is_some_and(|e| e.time() == time && e.kind() == Kind::Wakeup);
         if !wakeup_at(self.events.peek()) {
-            return self.wakeup_event(first);
+            return self.wakeup_or_resume(first);
         }
         let mut batch = std::mem::take(&mut self.wake_batch);
         batch.clear();
@@ -1952,9 +2151,20 @@ impl Sim {
         // Each key computed once (the CBS wake-up rule on a copy of the entity); distinct threads.
         batch.sort_unstable();
         for &(_, t) in &batch {
-            self.wakeup_event(t);
+            self.wakeup_or_resume(t);
         }
         self.wake_batch = batch;
+    }
+
+    /// A wake-up event: a timer's or a sleep's end, a thread's start, or a synchronisation
+    /// wake-up that [`SimConfig::wakeup_latency`] delayed.
+    #[inline]
+    fn wakeup_or_resume(&mut self, t: ThreadId) {
+        if self.threads[t as usize].sync_resume {
+            self.threads[t as usize].sync_resume = false;
+            return self.sync_resume(t);
+        }
+        self.wakeup_event(t);
     }
 
     /// The key a sleeping thread will have once woken now (a SCHED_DEADLINE thread's deadline
@@ -2060,7 +2270,16 @@ impl Sim {
         self.set_state(t, State::Sleeping);
         let th = &mut self.threads[t as usize];
         th.pending_release = release;
-        self.push_event(until.saturating_add(self.cfg.wakeup_latency), Kind::Wakeup, t, 0);
+        // The timer fires at the end of its slack range (the clock event is programmed for the
+        // hard expiry); only rt and deadline threads have no slack.
+        let slack = match th.policy {
+            Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle => self.cfg.timer_slack,
+            Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline(_) => 0,
+        };
+        let at = until
+            .saturating_add(slack)
+            .saturating_add(self.cfg.wakeup_latency);
+        self.push_event(at, Kind::Wakeup, t, 0);
         self.block_class(t, now);
     }
 
@@ -2185,11 +2404,15 @@ impl Sim {
             self.resched(cpu);
             return;
         };
+        if self.threads[t as usize].runtime.is_some() {
+            self.runtime_left(t, cpu);
+        }
         let done = {
             let th = &self.threads[t as usize];
-            th.overhead == 0 && th.remaining == 0
+            th.overhead == 0 && th.stall == 0 && th.remaining == 0
         };
         if done {
+            self.threads[t as usize].runtime = None;
             match self.step(t) {
                 Step::Run => {}
                 Step::Block(until, release) => {
@@ -2243,6 +2466,9 @@ impl Sim {
             }
         }
         self.resched(cpu);
+        if self.lb.is_some() && self.fair.is_tick(now) {
+            self.nohz_kick(cpu);
+        }
     }
 
     fn yield_running(&mut self, cpu: usize, t: ThreadId) {
@@ -2452,8 +2678,20 @@ impl Sim {
             self.exit(t);
             return;
         }
-        // The rest of the event it blocked in (`suspend`'s wait and unlock after its lock, …)
-        // runs as it wakes, before its program goes on; it may block it again at once.
+        if self.cfg.wakeup_latency > 0 {
+            // Runnable once the wake-up reaches it; it owns what it waited for already.
+            self.threads[ti].sync_resume = true;
+            self.push_event(now + self.cfg.wakeup_latency, Kind::Wakeup, t, 0);
+            return;
+        }
+        self.sync_resume(t);
+    }
+
+    /// A thread woken by a synchronisation operation runs the rest of the event it blocked in
+    /// (`suspend`'s wait and unlock after its lock, …) before its program goes on; that may
+    /// block it again at once.
+    fn sync_resume(&mut self, t: ThreadId) {
+        let ti = t as usize;
         if !self.sync.tsync[ti].ops.is_empty() && self.run_ops(t) {
             self.sync.tsync[ti].blocked = true;
             return;
@@ -2633,6 +2871,14 @@ impl Sim {
                 return;
             }
         };
+        let mut th = th;
+        let parent_cpu = self.threads[parent as usize].cpu;
+        if self.lb.is_some() && th.affinity[parent_cpu as usize] {
+            // `sched_fork()`: the child starts on its parent's CPU, which `wake_up_new_task()`
+            // then balances from.
+            th.cpu = parent_cpu;
+            th.recent_cpu = parent_cpu;
+        }
         let (cpu, se) = (th.cpu as usize, th.se);
         let delay = self.workload.threads[spec].start_delay.ns();
         self.threads.push(th);
@@ -2740,7 +2986,8 @@ impl Sim {
             State::Running => {
                 let c = &self.cpus[th.cpu as usize];
                 if c.curr == Some(t) {
-                    self.now - c.exec_start
+                    // A CPU still leaving idle has not run it yet.
+                    (self.now - c.exec_start).saturating_sub(th.stall)
                 } else {
                     0
                 }

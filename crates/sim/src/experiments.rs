@@ -193,6 +193,10 @@ fn warmed_up(period_ns: u64, load: f64, seed: u64) -> Sim {
     let threads = period_workload(period_ns, load, &mut rng);
     let mut sc = SimConfig::new(1);
     sc.seed = seed;
+    // The tables of docs/BENCHMARKS.md ("Period detection") were made before timer slack was
+    // modelled; with the kernel's 50 µs on the SCHED_OTHER program, 1 of 10 trials at 45 %
+    // load changes its outcome. Kept at 0 so they reproduce.
+    sc.timer_slack = 0;
     let mut sim = Sim::new(
         Workload {
             threads,

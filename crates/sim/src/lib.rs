@@ -20,6 +20,9 @@ pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
     WaltPolicy,
 };
-pub use engine::{Sim, SimConfig, SimError, DEFAULT_IO_NS_PER_BYTE, DEFAULT_MEM_NS_PER_BYTE, FORKS_LIMIT};
+pub use engine::{
+    FairBalance, Sim, SimConfig, SimError, BOOT_NEWIDLE_RATIO, DEFAULT_IO_NS_PER_BYTE,
+    DEFAULT_MEM_NS_PER_BYTE, DEFAULT_TIMER_SLACK_NS, FORKS_LIMIT, RTAPP_RUNTIME_BURST_NS,
+};
 pub use kernel::SimKernel;
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

@@ -144,14 +144,14 @@ pub(crate) struct FairParams {
 
 impl FairParams {
     /// The first tick at or after `t`.
-    fn tick_at_or_after(&self, t: u64) -> u64 {
+    pub(crate) fn tick_at_or_after(&self, t: u64) -> u64 {
         let tick = self.tick.max(1);
         if t <= self.tick_phase {
             return self.tick_phase;
         }
         self.tick_phase + (t - self.tick_phase).div_ceil(tick).saturating_mul(tick)
     }
-    fn is_tick(&self, t: u64) -> bool {
+    pub(crate) fn is_tick(&self, t: u64) -> bool {
         t >= self.tick_phase && (t - self.tick_phase).is_multiple_of(self.tick.max(1))
     }
 }
@@ -336,9 +336,20 @@ impl FairRq {
         }
     }
 
+    /// A fair entity is running here.
+    pub fn has_curr(&self) -> bool {
+        self.curr.is_some()
+    }
+
     /// No fair task is queued or running here (`rq->cfs.h_nr_queued == 0`).
     pub fn is_idle(&self) -> bool {
         self.nr_queued() == 0
+    }
+
+    /// Runnable entities on this queue, the running one included and delayed sleepers not
+    /// (`cfs_rq->h_nr_runnable`).
+    pub fn nr_runnable(&self) -> usize {
+        self.nodes.values().filter(|q| !q.delayed).count() + usize::from(self.curr.is_some())
     }
 
     /// Entities on this queue, the running and delayed ones included (`cfs_rq->nr_queued`).
@@ -424,6 +435,15 @@ impl FairRq {
             .iter()
             .find(|&&(_, t)| !self.nodes[&t].delayed && allowed(t))
             .copied()
+    }
+
+    /// Calls `f` with each runnable queued thread (not the running one, not delayed sleepers).
+    pub fn each_queued(&self, mut f: impl FnMut(ThreadId)) {
+        for &(_, t) in &self.queue {
+            if !self.nodes[&t].delayed {
+                f(t);
+            }
+        }
     }
 
     /// Whether `t` is asleep but still queued here (a wake-up finds it in place).
@@ -746,16 +766,44 @@ impl FairRq {
         self.nodes.values().map(|q| q.slice).fold(own, u64::min)
     }
 
-    /// `update_curr()`: v advances, a passed deadline is renewed (`update_deadline()`).
-    pub fn update_curr(&mut self, e: &mut FairEntity, delta: u64) {
+    /// `update_curr()` at `now` for the `delta` ns run since the last call: v advances, a
+    /// passed deadline is renewed (`update_deadline()`).
+    pub fn update_curr(&mut self, e: &mut FairEntity, delta: u64, now: u64) {
         e.ran += delta;
+        let v0 = e.vruntime;
         e.vruntime += e.vdelta(delta);
-        self.curr = Some((e.vruntime, e.weight, e.slice));
         if self.eevdf() {
+            self.renew_at_ticks(e, v0, now.saturating_sub(delta), now);
             self.update_deadline(e);
         } else {
             self.cfs_min_vruntime();
         }
+        self.curr = Some((e.vruntime, e.weight, e.slice));
+    }
+
+    /// The kernel also accounts the running entity at every scheduler tick (`task_tick_fair()` →
+    /// `update_curr()`), which the engine does not visit while it runs alone: its deadline was
+    /// renewed at the first tick after v reached it, to that tick's v plus a slice, then again
+    /// every ⌈slice / tick⌉ ticks. A thread waking within a slice after the last of those ticks
+    /// therefore finds the running one's deadline earlier than its own and waits, as on Linux.
+    /// `v0` was its v at `t0`, the last time it was accounted before `now`.
+    fn renew_at_ticks(&self, e: &mut FairEntity, v0: u64, t0: u64, now: u64) {
+        if e.vruntime < e.deadline {
+            return;
+        }
+        let tick = self.p.tick.max(1);
+        let reached = t0.saturating_add(e.walltime(e.deadline.saturating_sub(v0)));
+        let first = self.p.tick_at_or_after(reached.max(t0 + 1));
+        if first > now {
+            return;
+        }
+        if !e.custom_slice {
+            e.slice = self.p.base_slice();
+        }
+        let vslice = e.vdelta(e.slice);
+        let every = e.walltime(vslice).div_ceil(tick).max(1) * tick;
+        let last = first + (now - first) / every * every;
+        e.deadline = v0 + e.vdelta(last - t0) + vslice;
     }
 
     /// `update_deadline()`: a new request from the current v once the deadline has passed.

@@ -469,6 +469,15 @@ impl Rq {
         self.pick()
     }
 
+    /// Runnable threads queued here, not the running one (`rq->nr_running` less `curr`; delayed
+    /// fair sleepers do not count).
+    pub fn nr_queued(&self) -> usize {
+        let fair = self.fair.nr_runnable();
+        // The running fair entity is counted by the fair queue itself.
+        let fair_curr = usize::from(self.fair.has_curr());
+        self.dl.iter().count() + self.rt.iter().count() + fair - fair_curr
+    }
+
     /// Whether a sleeping thread is still queued here (a fair sleeper under DELAY_DEQUEUE): its
     /// wake-up finds it in place, on this CPU.
     #[inline]
@@ -571,7 +580,7 @@ impl Rq {
                 }
             }
             Entity::Fair(e) => {
-                self.fair.update_curr(e, delta);
+                self.fair.update_curr(e, delta, c.now);
                 if let Some(s) = self.server.as_mut() {
                     s.charge(delta, c.now);
                 }
