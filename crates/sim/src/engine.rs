@@ -1105,7 +1105,11 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
     }
     // Group scheduling would change every fair thread's share, and utilisation clamps what
     // schedutil asks for: neither is modelled, so neither is ignored.
-    if let Some(tg) = &spec.taskgroup {
+    if let Some(tg) = spec
+        .taskgroup
+        .as_ref()
+        .or_else(|| spec.phases.iter().find_map(|p| p.taskgroup.as_ref()))
+    {
         return Err(bad(format!(
             "taskgroup `{tg}`: cgroup CPU sharing is not simulated; remove it to simulate the threads without it"
         )));

@@ -294,16 +294,22 @@ pub struct Phase {
     /// it in later phases until another phase changes it. `None` = leave the policy alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// cgroup the thread moves to at the start of each pass of this phase (rt-app phase-level
+    /// `taskgroup`, a path under the cpu controller, `/` its root). Sticky, like `policy`: the
+    /// thread stays there in later phases until another phase names a group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taskgroup: Option<String>,
 }
 
 impl Phase {
-    /// A phase with no affinity or policy change of its own.
+    /// A phase with no affinity, policy or task group change of its own.
     pub fn new(loops: u64, events: Vec<Event>) -> Self {
         Phase {
             loops,
             events,
             affinity: None,
             policy: None,
+            taskgroup: None,
         }
     }
 }

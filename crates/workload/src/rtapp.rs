@@ -156,13 +156,7 @@ const EVENT_PREFIXES: [&str; 20] = [
 
 // Properties rt-app reads in thread and phase objects that pacer reads only at thread level (or,
 // for NUMA binding, not at all): refused where they are not supported, rather than "unknown key".
-const UNMODELLED_PROPERTIES: [&str; 5] = [
-    "taskgroup",
-    "util_min",
-    "util_max",
-    "nodes_membind",
-    "membind_nodes",
-];
+const UNMODELLED_PROPERTIES: [&str; 4] = ["util_min", "util_max", "nodes_membind", "membind_nodes"];
 
 // Thread-object keys that are not events. `runtime` is deliberately absent: in a thread object it
 // is both an event and, for SCHED_DEADLINE, the legacy spelling of `dl-runtime` (the tutorial
@@ -182,9 +176,10 @@ const TASK_PROPERTIES: [&str; 12] = [
     "deadline",
 ];
 
-const PHASE_PROPERTIES: [&str; 7] = [
+const PHASE_PROPERTIES: [&str; 8] = [
     "loop",
     "cpus",
+    "taskgroup",
     "policy",
     "priority",
     "dl-runtime",
@@ -482,6 +477,7 @@ struct PhaseTemplate {
     loops: u64,
     affinity: Option<Vec<usize>>,
     policy: Option<Policy>,
+    taskgroup: Option<String>,
     events: Vec<EventTemplate>,
 }
 
@@ -896,7 +892,7 @@ impl Parser<'_> {
                     util_max = Some(n as u32);
                 }
             } else if key == "taskgroup" {
-                taskgroup = Some(self.string(v, &p, "a cgroup path such as \"/tg1\"")?.to_string());
+                taskgroup = self.taskgroup(v, &p)?;
             } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
                 self.unsupported(&p, "NUMA memory binding is not supported");
             } else if key == "lock_order" || key == "resources" {
@@ -999,6 +995,7 @@ impl Parser<'_> {
                     loops: phase_loops,
                     affinity: None,
                     policy: None,
+                    taskgroup: None,
                     events: evs,
                 };
                 (thread_loops, vec![phase])
@@ -1008,7 +1005,8 @@ impl Parser<'_> {
         // Phases left with nothing pacer can run take no time: drop them.
         let mut kept = Vec::with_capacity(phases.len());
         for ph in phases {
-            if ph.events.is_empty() && ph.policy.is_none() && ph.affinity.is_none() {
+            if ph.events.is_empty() && ph.policy.is_none() && ph.affinity.is_none() && ph.taskgroup.is_none()
+            {
                 if props.contains_key("phases") {
                     self.ignore(&ph.path, "phase has no event pacer runs; dropped");
                 }
@@ -1018,6 +1016,28 @@ impl Parser<'_> {
         }
         if kept.iter().all(|ph| ph.events.is_empty()) {
             return Err(self.err(path, "no event pacer can run; the others are skipped"));
+        }
+        // rt-app's check_taskgroup_policy_dep(): a thread in a task group must be SCHED_OTHER,
+        // SCHED_BATCH or SCHED_IDLE wherever it is in one (the cpu controller's real-time
+        // groups would need their own rt_runtime_us).
+        let (mut now_policy, mut now_group) = (policy, taskgroup.as_deref());
+        for ph in &kept {
+            now_policy = ph.policy.unwrap_or(now_policy);
+            now_group = ph.taskgroup.as_deref().or(now_group);
+            if let Some(g) = now_group.filter(|_| !now_policy.is_fair()) {
+                let at = ph
+                    .taskgroup
+                    .as_ref()
+                    .map_or_else(|| path.to_string(), |_| join(&ph.path, "taskgroup"));
+                return Err(self.err(
+                    at,
+                    format!(
+                        "task group \"{g}\" with policy {}: rt-app supports task groups only for \
+                         SCHED_OTHER, SCHED_BATCH and SCHED_IDLE threads",
+                        now_policy.name()
+                    ),
+                ));
+            }
         }
         Ok(TaskTemplate {
             name: name.to_string(),
@@ -1082,6 +1102,10 @@ impl Parser<'_> {
         if let Some(p) = policy {
             *current = p;
         }
+        let taskgroup = match props.get("taskgroup") {
+            None => None,
+            Some((v, p)) => self.taskgroup(v, p)?,
+        };
         let mut evs = Vec::with_capacity(events.len());
         for (key, v, p) in &events {
             if let Some(e) = self.event(key, v, p)? {
@@ -1094,10 +1118,32 @@ impl Parser<'_> {
                 loops,
                 affinity,
                 policy,
+                taskgroup,
                 events: evs,
             },
             forever,
         ))
+    }
+
+    // A `taskgroup` value: a cgroup path under the cpu controller, starting with `/` (rt-app
+    // parse_taskgroup_data(); an empty string means none). `.` and `..` components are refused
+    // so that the group stays inside the controller's hierarchy.
+    fn taskgroup(&self, v: &Json, path: &str) -> R<Option<String>> {
+        let what = "a cgroup path starting with \"/\", such as \"/tg1\" or \"/tg1/tg11\"";
+        let g = self.string(v, path, what)?;
+        if g.is_empty() {
+            return Ok(None);
+        }
+        if !g.starts_with('/') {
+            return Err(self.err(path, format!("expected {what}, found \"{g}\"")));
+        }
+        if g.split('/').any(|c| c == "." || c == ".." || c.contains('\n')) {
+            return Err(self.err(
+                path,
+                format!("expected {what} without `.`, `..` or line breaks, found {g:?}"),
+            ));
+        }
+        Ok(Some(g.to_string()))
     }
 
     fn policy_name(&self, v: &Json, path: &str) -> R<PolicyKind> {
@@ -1612,6 +1658,7 @@ impl Parser<'_> {
                         events,
                         affinity: ph.affinity.clone(),
                         policy: ph.policy,
+                        taskgroup: ph.taskgroup.clone(),
                     });
                 }
                 let thread_index = if forked {

@@ -1095,3 +1095,64 @@ proptest! {
         }
     }
 }
+
+/// rt-app's `taskgroup` at thread and phase level (tutorial examples 10 and 11): a path from the
+/// cpu controller's root; phase-level groups are sticky, `/` is the root; only fair policies
+/// may be in a group (rt-app's check_taskgroup_policy_dep()).
+#[test]
+fn task_groups_at_thread_and_phase_level() {
+    let w = parse(
+        r#"{"tasks":{"t":{"loop":-1,"taskgroup":"/tg1","phases":{
+              "a":{"run":10,"sleep":10,"taskgroup":"/tg1/tg11"},
+              "b":{"run":10},
+              "c":{"run":10,"taskgroup":"/"}}}}}"#,
+    );
+    let t = &w.threads[0];
+    assert_eq!(t.taskgroup.as_deref(), Some("/tg1"));
+    let groups: Vec<Option<&str>> = t.phases.iter().map(|p| p.taskgroup.as_deref()).collect();
+    assert_eq!(groups, [Some("/tg1/tg11"), None, Some("/")]);
+    // An empty string is no group, as in rt-app.
+    let w = parse(r#"{"tasks":{"t":{"run":1,"taskgroup":""}}}"#);
+    assert_eq!(w.threads[0].taskgroup, None);
+
+    for (text, field, says) in [
+        (
+            r#"{"tasks":{"t":{"run":1,"taskgroup":"tg1"}}}"#,
+            "tasks.t.taskgroup",
+            "starting with \"/\"",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"taskgroup":"/a/../b"}}}"#,
+            "tasks.t.taskgroup",
+            "without `.`, `..`",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"taskgroup":3}}}"#,
+            "tasks.t.taskgroup",
+            "cgroup path",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"policy":"SCHED_FIFO","taskgroup":"/g"}}}"#,
+            "tasks.t",
+            "policy SCHED_FIFO",
+        ),
+        // The policy a phase sets meets the group an earlier phase set.
+        (
+            r#"{"tasks":{"t":{"phases":{"a":{"run":1,"taskgroup":"/g"},"b":{"run":1,"policy":"SCHED_RR"}}}}}"#,
+            "tasks.t",
+            "policy SCHED_RR",
+        ),
+        (
+            r#"{"tasks":{"t":{"policy":"SCHED_FIFO","phases":{"a":{"run":1,"taskgroup":"/g"}}}}}"#,
+            "tasks.t.phases.a.taskgroup",
+            "only for SCHED_OTHER, SCHED_BATCH and SCHED_IDLE",
+        ),
+    ] {
+        let (f, m) = field_err(text);
+        assert_eq!(f, field, "{text}: {m}");
+        assert!(m.contains(says), "{text}: {m}");
+    }
+    // SCHED_BATCH and SCHED_IDLE threads may be in groups.
+    parse(r#"{"tasks":{"t":{"run":1,"policy":"SCHED_BATCH","taskgroup":"/g"}}}"#);
+    parse(r#"{"tasks":{"t":{"run":1,"policy":"SCHED_IDLE","taskgroup":"/g"}}}"#);
+}

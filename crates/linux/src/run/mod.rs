@@ -40,6 +40,7 @@ pub mod log;
 pub mod marker;
 mod sync;
 pub(crate) mod sys;
+mod taskgroup;
 mod thread;
 mod uclamp;
 
@@ -368,12 +369,6 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
         if t.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
             return Err(bad("no events to run".into()));
         }
-        if let Some(g) = &t.taskgroup {
-            return Err(bad(format!(
-                "`taskgroup` ({g}) is not supported by `pacer run`: it does not move threads \
-                 between cgroups; remove it, or place the whole run in a cgroup yourself"
-            )));
-        }
         for (what, v) in [("util_min", t.util_min), ("util_max", t.util_max)] {
             if let Some(v) = v.filter(|&v| v > uclamp::UTIL_MAX) {
                 return Err(bad(format!(
@@ -509,6 +504,8 @@ fn execute(
     let n = initial.len();
     let shared_workload = Arc::new(workload.clone());
     let extras = Extras::new(shared_workload.clone(), cfg.seed)?;
+    // Removed after every thread has ended (below), or on drop if this returns early.
+    let groups = taskgroup::create(workload)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         cutoff: AtomicU64::new(u64::MAX),
@@ -525,6 +522,7 @@ fn execute(
             .logs
             .unwrap_or_else(|| LogMode::from_log_size(workload.settings.log_size)),
         extras,
+        taskgroups: groups.as_ref().map(|g| g.hierarchy().clone()),
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
@@ -698,6 +696,11 @@ fn execute(
         }
         all_names.push(f.name);
         results.push(f.handle.join().ok());
+    }
+    if let Some(g) = groups {
+        if let Err(e) = g.teardown() {
+            warnings.push(format!("{e} (`pacer doctor --repair` removes them)"));
+        }
     }
     // Rows the threads kept in memory reach the sink now that nothing is measured any more.
     for (i, r) in results.iter_mut().enumerate() {

@@ -43,6 +43,7 @@ use super::log::{us, us_signed, LogMode, LogRing, LogRow};
 use super::marker::{LoopPos, Markers, Stats};
 use super::sync::{Blocked, Extras, Local};
 use super::sys::{self, Slept};
+use super::taskgroup::Member;
 use super::{affinity_error, policy_error, RunError};
 use crate::sched;
 
@@ -179,6 +180,8 @@ pub(crate) struct Shared {
     pub log_mode: LogMode,
     /// Synchronisation objects, I/O device, forks (sync.rs, fork.rs).
     pub extras: Extras,
+    /// The cpu controller, when the workload names task groups (taskgroup.rs).
+    pub taskgroups: Option<crate::cgroup::taskgroup::CpuHierarchy>,
 }
 
 impl Shared {
@@ -296,6 +299,8 @@ struct Interp<'a> {
     inst: Instance,
     /// The mutexes it holds and its `mem`/`iorun` buffer.
     sync: Local<'a>,
+    /// Its task group, when its spec names any.
+    group: Option<Member<'a>>,
     /// rt-app loops between two stop checks, under a numeric `global.calibration`.
     rtapp_chunk: u64,
 }
@@ -324,7 +329,7 @@ pub(crate) fn thread_main(
         )?;
         Ok((ok, local))
     });
-    let ((affinity, policy), local) = match setup {
+    let ((affinity, policy, group), local) = match setup {
         Ok(ok) => {
             result.applied = sched::get_policy(0).ok();
             let _ = ready.send((id as usize, Ok(())));
@@ -356,7 +361,7 @@ pub(crate) fn thread_main(
         &tx,
         seed,
         t0,
-        (affinity, policy),
+        (affinity, policy, group),
         local,
         &mut result,
     );
@@ -432,7 +437,7 @@ fn run_thread<'a>(
     tx: &'a Sender<Msg>,
     seed: u64,
     t0: u64,
-    (affinity, policy): (&'a [usize], Policy),
+    (affinity, policy, group): Setup<'a>,
     local: Local<'a>,
     result: &mut ThreadResult,
 ) {
@@ -479,6 +484,7 @@ fn run_thread<'a>(
         policy,
         inst,
         sync: local,
+        group,
         rtapp_chunk,
     };
     result.end = it.run();
@@ -487,6 +493,11 @@ fn run_thread<'a>(
         it.pass_open = false;
         let row = it.row(sys::now_ns());
         it.close_pass_markers(&row);
+    }
+    if let Some(m) = it.group.take() {
+        if let Err(e) = m.leave() {
+            shared.fail(e);
+        }
     }
 
     let (voluntary, involuntary) = sys::context_switches();
@@ -512,7 +523,10 @@ fn run_thread<'a>(
 
 /// Sets the affinity and policy the thread starts with (those of its first phase that runs, else
 /// its own), so that refusals surface before the run starts.
-fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], Policy), RunError> {
+/// What a thread starts with: its affinity, its policy, its task-group membership.
+type Setup<'a> = (&'a [usize], Policy, Option<Member<'a>>);
+
+fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<Setup<'a>, RunError> {
     let first = spec.phases.iter().find(|p| p.loops > 0 && !p.events.is_empty());
     let cpus = first
         .and_then(|p| p.affinity.as_deref())
@@ -534,7 +548,8 @@ fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], 
         }
     }
     super::uclamp::apply(spec, &policy)?;
-    Ok((affinity, policy))
+    let group = Member::join(shared.taskgroups.as_ref(), spec)?;
+    Ok((affinity, policy, group))
 }
 
 /// Puts the thread back to SCHED_OTHER if it holds a real-time policy or a reservation. The
@@ -721,6 +736,9 @@ impl<'a> Interp<'a> {
                 sched::set_policy(0, p, true).map_err(|e| policy_error(self.spec, &p, restricted, &e))?;
                 self.policy = p;
             }
+        }
+        if let (Some(g), Some(m)) = (phase.taskgroup.as_deref(), self.group.as_mut()) {
+            m.enter(g)?;
         }
         let index = self
             .spec
