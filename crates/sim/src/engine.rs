@@ -1114,6 +1114,17 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
             "taskgroup `{tg}`: cgroup CPU sharing is not simulated; remove it to simulate the threads without it"
         )));
     }
+    // The simulated machine has one memory node, node 0, and memory costs that do not depend
+    // on placement: binding to it changes nothing, binding elsewhere cannot be simulated.
+    let bindings = spec
+        .membind
+        .iter()
+        .chain(spec.phases.iter().filter_map(|p| p.membind.as_ref()));
+    if let Some(n) = bindings.flatten().find(|&&n| n != 0) {
+        return Err(bad(format!(
+            "nodes_membind names NUMA node {n}: the simulated machine has one memory node (node 0)"
+        )));
+    }
     if spec.util_min.is_some() || spec.util_max.is_some() {
         return Err(bad(
             "util_min/util_max: utilisation clamps are not simulated (schedutil and task placement would follow them); remove them to simulate without"

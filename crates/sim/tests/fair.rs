@@ -433,3 +433,24 @@ fn task_groups_and_clamps_are_refused_not_ignored() {
         assert!(e.contains("not simulated"), "{e}");
     }
 }
+
+/// `nodes_membind`: the simulated machine has one memory node, so a binding to node 0 changes
+/// nothing and runs; one naming another node (thread or phase level) is refused.
+#[test]
+fn memory_binding_to_node_0_only() {
+    let run = |thread: Option<Vec<u32>>, phase: Option<Vec<u32>>| {
+        let mut t = hog("t", other(0));
+        t.membind = thread;
+        t.phases[0].membind = phase;
+        let w = Workload {
+            threads: vec![t],
+            ..Default::default()
+        };
+        Sim::new(w, cfg(None)).err().map(|e| e.to_string())
+    };
+    assert_eq!(run(Some(vec![0]), Some(vec![0])), None);
+    for (thread, phase) in [(Some(vec![0, 1]), None), (None, Some(vec![2]))] {
+        let e = run(thread, phase).expect("refused");
+        assert!(e.contains("one memory node"), "{e}");
+    }
+}

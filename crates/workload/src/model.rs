@@ -206,6 +206,10 @@ pub struct ThreadSpec {
     /// cgroup the thread runs in (rt-app `taskgroup`, a path under the cpu controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taskgroup: Option<String>,
+    /// NUMA nodes the thread's memory is bound to (rt-app `nodes_membind`; `None`: the
+    /// process's policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Vec<u32>>,
 }
 
 impl Default for ThreadSpec {
@@ -226,6 +230,7 @@ impl Default for ThreadSpec {
             util_min: None,
             util_max: None,
             taskgroup: None,
+            membind: None,
         }
     }
 }
@@ -299,10 +304,14 @@ pub struct Phase {
     /// thread stays there in later phases until another phase names a group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub taskgroup: Option<String>,
+    /// NUMA nodes the thread's memory is bound to from the start of each pass of this phase
+    /// (rt-app phase-level `nodes_membind`); sticky, like `taskgroup`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Vec<u32>>,
 }
 
 impl Phase {
-    /// A phase with no affinity, policy or task group change of its own.
+    /// A phase with no affinity, policy, task group or memory binding change of its own.
     pub fn new(loops: u64, events: Vec<Event>) -> Self {
         Phase {
             loops,
@@ -310,6 +319,7 @@ impl Phase {
             affinity: None,
             policy: None,
             taskgroup: None,
+            membind: None,
         }
     }
 }

@@ -154,9 +154,9 @@ const EVENT_PREFIXES: [&str; 20] = [
     "resume", "memrun", "mem", "iorun", "yield", "barrier", "fork", "sem_post", "sem_wait",
 ];
 
-// Properties rt-app reads in thread and phase objects that pacer reads only at thread level (or,
-// for NUMA binding, not at all): refused where they are not supported, rather than "unknown key".
-const UNMODELLED_PROPERTIES: [&str; 4] = ["util_min", "util_max", "nodes_membind", "membind_nodes"];
+// Properties rt-app reads in thread and phase objects that pacer reads only at thread level:
+// refused in phases, rather than "unknown key".
+const UNMODELLED_PROPERTIES: [&str; 2] = ["util_min", "util_max"];
 
 // Thread-object keys that are not events. `runtime` is deliberately absent: in a thread object it
 // is both an event and, for SCHED_DEADLINE, the legacy spelling of `dl-runtime` (the tutorial
@@ -176,10 +176,11 @@ const TASK_PROPERTIES: [&str; 12] = [
     "deadline",
 ];
 
-const PHASE_PROPERTIES: [&str; 8] = [
+const PHASE_PROPERTIES: [&str; 9] = [
     "loop",
     "cpus",
     "taskgroup",
+    "nodes_membind",
     "policy",
     "priority",
     "dl-runtime",
@@ -478,6 +479,7 @@ struct PhaseTemplate {
     affinity: Option<Vec<usize>>,
     policy: Option<Policy>,
     taskgroup: Option<String>,
+    membind: Option<Vec<u32>>,
     events: Vec<EventTemplate>,
 }
 
@@ -494,6 +496,7 @@ struct TaskTemplate {
     util_min: Option<u32>,
     util_max: Option<u32>,
     taskgroup: Option<String>,
+    membind: Option<Vec<u32>>,
 }
 
 // The scheduling keys found at one level (thread or phase), with their paths.
@@ -867,7 +870,7 @@ impl Parser<'_> {
         // in file order.
         let mut props: HashMap<&str, (&Json, String)> = HashMap::new();
         let mut events: Vec<(&str, &Json, String)> = Vec::new();
-        let (mut util_min, mut util_max, mut taskgroup) = (None, None, None);
+        let (mut util_min, mut util_max, mut taskgroup, mut membind) = (None, None, None, None);
         for (key, v) in entries {
             let p = join(path, key);
             if key == "runtime" && !props.contains_key("runtime") {
@@ -893,6 +896,8 @@ impl Parser<'_> {
                 }
             } else if key == "taskgroup" {
                 taskgroup = self.taskgroup(v, &p)?;
+            } else if key == "nodes_membind" {
+                membind = Some(self.nodes(v, &p)?);
             } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
                 self.unsupported(&p, "NUMA memory binding is not supported");
             } else if key == "lock_order" || key == "resources" {
@@ -996,6 +1001,7 @@ impl Parser<'_> {
                     affinity: None,
                     policy: None,
                     taskgroup: None,
+                    membind: None,
                     events: evs,
                 };
                 (thread_loops, vec![phase])
@@ -1051,6 +1057,7 @@ impl Parser<'_> {
             util_min,
             util_max,
             taskgroup,
+            membind,
         })
     }
 
@@ -1106,6 +1113,10 @@ impl Parser<'_> {
             None => None,
             Some((v, p)) => self.taskgroup(v, p)?,
         };
+        let membind = match props.get("nodes_membind") {
+            None => None,
+            Some((v, p)) => Some(self.nodes(v, p)?),
+        };
         let mut evs = Vec::with_capacity(events.len());
         for (key, v, p) in &events {
             if let Some(e) = self.event(key, v, p)? {
@@ -1119,10 +1130,37 @@ impl Parser<'_> {
                 affinity,
                 policy,
                 taskgroup,
+                membind,
                 events: evs,
             },
             forever,
         ))
+    }
+
+    // A `nodes_membind` value: an array of NUMA node numbers (rt-app parse_numa_data(); which
+    // nodes exist is the executor's to check, as rt-app checks against the machine it runs on).
+    fn nodes(&self, v: &Json, path: &str) -> R<Vec<u32>> {
+        let what = "an array of NUMA node numbers such as [0, 1]";
+        let Json::Arr(items) = v else {
+            return Err(self.err(path, format!("expected {what}, found {}", v.describe())));
+        };
+        if items.is_empty() {
+            return Err(self.err(path, format!("expected {what}, found an empty array")));
+        }
+        let mut nodes = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let n = self.int(item, &p, "a NUMA node number ≥ 0")?;
+            let n = u32::try_from(n)
+                .ok()
+                .filter(|&n| n < 1024)
+                .ok_or_else(|| self.err(&p, format!("expected a NUMA node number in 0..1024, found {n}")))?;
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+        nodes.sort_unstable();
+        Ok(nodes)
     }
 
     // A `taskgroup` value: a cgroup path under the cpu controller, starting with `/` (rt-app
@@ -1659,6 +1697,7 @@ impl Parser<'_> {
                         affinity: ph.affinity.clone(),
                         policy: ph.policy,
                         taskgroup: ph.taskgroup.clone(),
+                        membind: ph.membind.clone(),
                     });
                 }
                 let thread_index = if forked {
@@ -1683,6 +1722,7 @@ impl Parser<'_> {
                     util_min: task.util_min,
                     util_max: task.util_max,
                     taskgroup: task.taskgroup.clone(),
+                    membind: task.membind.clone(),
                 });
             }
         }

@@ -582,11 +582,7 @@ fn ignored_keys_are_listed_with_their_path() {
                      "p":{"run":5,"phases":{"a":{"util_max":5,"instance":3,"run":1,"memrun":{}}}}}}"#;
     // Strict by default: what would change the workload's meaning is refused, all of it named.
     let e = parse_rtapp(text, "t.json").unwrap_err().to_string();
-    for p in [
-        "tasks.t.nodes_membind",
-        "tasks.p.phases.a.util_max",
-        "tasks.p.phases.a.memrun",
-    ] {
+    for p in ["tasks.p.phases.a.util_max", "tasks.p.phases.a.memrun"] {
         assert!(e.contains(p), "{p} not in {e}");
     }
     let w = unnamed(parse_rtapp_with(text, "t.json", &RtAppOptions { lenient: true }).unwrap());
@@ -599,7 +595,6 @@ fn ignored_keys_are_listed_with_their_path() {
         "tasks.p.run",
         "tasks.p.phases.a.instance",
         // Skipped only because --lenient says so.
-        "tasks.t.nodes_membind",
         "tasks.p.phases.a.util_max",
         "tasks.p.phases.a.memrun",
     ] {
@@ -1155,4 +1150,43 @@ fn task_groups_at_thread_and_phase_level() {
     // SCHED_BATCH and SCHED_IDLE threads may be in groups.
     parse(r#"{"tasks":{"t":{"run":1,"policy":"SCHED_BATCH","taskgroup":"/g"}}}"#);
     parse(r#"{"tasks":{"t":{"run":1,"policy":"SCHED_IDLE","taskgroup":"/g"}}}"#);
+}
+
+/// rt-app's `nodes_membind` at thread and phase level (its tutorial's example): an array of
+/// node numbers, kept sorted without repeats; phases without one keep the current binding.
+#[test]
+fn memory_binding_at_thread_and_phase_level() {
+    let w = parse(
+        r#"{"tasks":{
+              "thread1":{"nodes_membind":[3,2],"phases":{"phase1":{"run":10,"sleep":10}}},
+              "thread2":{"phases":{"phase1":{"nodes_membind":[0,1,1],"run":10,"sleep":10},
+                                   "phase2":{"nodes_membind":[2],"run":10,"sleep":10},
+                                   "phase3":{"run":10}}}}}"#,
+    );
+    assert_eq!(w.threads[0].membind, Some(vec![2, 3]));
+    let phases: Vec<Option<Vec<u32>>> = w.threads[1].phases.iter().map(|p| p.membind.clone()).collect();
+    assert_eq!(phases, [Some(vec![0, 1]), Some(vec![2]), None]);
+    assert_eq!(w.threads[1].membind, None);
+    for (text, field) in [
+        (
+            r#"{"tasks":{"t":{"run":1,"nodes_membind":0}}}"#,
+            "tasks.t.nodes_membind",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"nodes_membind":[]}}}"#,
+            "tasks.t.nodes_membind",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"nodes_membind":[0,-1]}}}"#,
+            "tasks.t.nodes_membind[1]",
+        ),
+        (
+            r#"{"tasks":{"t":{"phases":{"p":{"run":1,"nodes_membind":["a"]}}}}}"#,
+            "tasks.t.phases.p.nodes_membind[0]",
+        ),
+    ] {
+        let (f, m) = field_err(text);
+        assert_eq!(f, field, "{text}: {m}");
+        assert!(m.contains("NUMA node"), "{text}: {m}");
+    }
 }

@@ -38,6 +38,7 @@ pub mod calibrate;
 mod fork;
 pub mod log;
 pub mod marker;
+pub mod membind;
 mod sync;
 pub(crate) mod sys;
 mod taskgroup;
@@ -361,6 +362,7 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
             ),
         });
     }
+    membind::check(w)?;
     for t in &w.threads {
         let bad = |message: String| RunError::BadThread {
             thread: t.name.clone(),

@@ -301,6 +301,8 @@ struct Interp<'a> {
     sync: Local<'a>,
     /// Its task group, when its spec names any.
     group: Option<Member<'a>>,
+    /// The NUMA nodes its memory is bound to now (`None`: the process's policy).
+    membind: Option<&'a [u32]>,
     /// rt-app loops between two stop checks, under a numeric `global.calibration`.
     rtapp_chunk: u64,
 }
@@ -485,6 +487,7 @@ fn run_thread<'a>(
         inst,
         sync: local,
         group,
+        membind: spec.membind.as_deref(),
         rtapp_chunk,
     };
     result.end = it.run();
@@ -523,6 +526,13 @@ fn run_thread<'a>(
 
 /// Sets the affinity and policy the thread starts with (those of its first phase that runs, else
 /// its own), so that refusals surface before the run starts.
+fn membind_error(spec: &ThreadSpec, nodes: &[u32], e: &std::io::Error) -> RunError {
+    RunError::BadThread {
+        thread: spec.name.clone(),
+        message: format!("binding its memory to NUMA nodes {nodes:?} (set_mempolicy MPOL_BIND): {e}"),
+    }
+}
+
 /// What a thread starts with: its affinity, its policy, its task-group membership.
 type Setup<'a> = (&'a [usize], Policy, Option<Member<'a>>);
 
@@ -548,6 +558,9 @@ fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<Setup<'a>, Run
         }
     }
     super::uclamp::apply(spec, &policy)?;
+    if let Some(nodes) = &spec.membind {
+        super::membind::bind(nodes).map_err(|e| membind_error(spec, nodes, &e))?;
+    }
     let group = Member::join(shared.taskgroups.as_ref(), spec)?;
     Ok((affinity, policy, group))
 }
@@ -739,6 +752,10 @@ impl<'a> Interp<'a> {
         }
         if let (Some(g), Some(m)) = (phase.taskgroup.as_deref(), self.group.as_mut()) {
             m.enter(g)?;
+        }
+        if let Some(nodes) = phase.membind.as_deref().filter(|&n| Some(n) != self.membind) {
+            super::membind::bind(nodes).map_err(|e| membind_error(self.spec, nodes, &e))?;
+            self.membind = Some(nodes);
         }
         let index = self
             .spec
