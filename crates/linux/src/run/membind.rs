@@ -66,7 +66,7 @@ pub(crate) fn bind(nodes: &[u32]) -> io::Result<()> {
     }
 }
 
-/// The calling thread's memory policy mode and whether node 0 is in its node mask
+/// The calling thread's memory policy mode and the first word of its node mask
 /// (`get_mempolicy(2)`); for tests.
 pub fn current_policy() -> io::Result<(i32, u64)> {
     let mut mode: libc::c_int = 0;
@@ -84,6 +84,7 @@ pub fn current_policy() -> io::Result<(i32, u64)> {
         )
     };
     if r == 0 {
+        #[allow(clippy::unnecessary_cast)] // c_ulong is not u64 on every target
         Ok((mode, mask[0] as u64))
     } else {
         Err(io::Error::last_os_error())
