@@ -781,7 +781,9 @@ impl<'a> Interp<'a> {
     fn row(&self, end: u64) -> LogRow {
         let p = self.pass;
         LogRow {
-            idx: self.spec.index,
+            // rt-app's thread index: file order for the threads started with the run, the
+            // next free index for a forked one (its id here).
+            idx: self.idx,
             perf: p.loops / 1000,
             run: us(p.run_ns),
             period: us(end.saturating_sub(p.start)),
