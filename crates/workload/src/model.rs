@@ -308,6 +308,11 @@ pub struct Phase {
     /// (rt-app phase-level `nodes_membind`); sticky, like `taskgroup`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub membind: Option<Vec<u32>>,
+    /// rt-app's name of each event (`run0`, `lock:m`, `wait:c:m`), the `desc` of its
+    /// `rtapp_event` ftrace marker; empty for workloads not read from rt-app JSON (the markers
+    /// then name the event's kind).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub event_descs: Vec<String>,
 }
 
 impl Phase {
@@ -320,6 +325,7 @@ impl Phase {
             policy: None,
             taskgroup: None,
             membind: None,
+            event_descs: Vec::new(),
         }
     }
 }

@@ -147,6 +147,45 @@ const RTAPP_INT_MAX: i128 = i32::MAX as i128;
 
 const POLICY_NAMES: &str = "SCHED_OTHER, SCHED_BATCH, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCHED_DEADLINE";
 
+/// rt-app's name of an event (`event_data_t.name`, the `desc` of its `rtapp_event` marker), from
+/// parse_task_event_data(): the key for `run`/`runtime`/`sleep`/`yield`, `key:resource` for
+/// events on one resource, `key:resource:mutex` for `wait`/`sync`/`suspend`/`resume` (whose
+/// resources are named after the task), and the buffer's name for `mem`/`iorun`. rt-app's unique
+/// names end with the address of the thread's data in hex; pacer's with `tag`. Cut as rt-app's
+/// 48-byte field cuts them.
+fn rtapp_desc(key: &str, e: &EventTemplate, task: &str, tag: usize) -> String {
+    let two = |r: &str| format!("{key}:{r}");
+    let three = |a: &str, b: &str| format!("{key}:{a}:{b}");
+    let (text, max) = match e {
+        EventTemplate::Plain(Event::Mem { .. } | Event::IoRun { .. }) => (format!("mem{tag:x}"), 47),
+        EventTemplate::Plain(_) => (key.to_string(), 47),
+        EventTemplate::Timer { timer, .. } => match timer {
+            TimerRef::Shared(n) => (two(n), 46),
+            TimerRef::PerThread(n) => (two(&format!("{n}{tag:x}")), 46),
+        },
+        EventTemplate::Shared(se) => (
+            match se {
+                SharedEvent::Lock(r)
+                | SharedEvent::Unlock(r)
+                | SharedEvent::Signal(r)
+                | SharedEvent::Broadcast(r)
+                | SharedEvent::Barrier(r)
+                | SharedEvent::SemPost(r)
+                | SharedEvent::SemWait(r) => two(r),
+                SharedEvent::Fork { task: t, .. } => two(t),
+                SharedEvent::Wait { cond, mutex } | SharedEvent::Sync { cond, mutex } => three(cond, mutex),
+                SharedEvent::Suspend => three(task, task),
+                SharedEvent::Resume(t) => three(t, t),
+            },
+            46,
+        ),
+    };
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => text[..cut].to_string(),
+        None => text,
+    }
+}
+
 // rt-app's event table (`events[]` in rt-app_parse_config.c), in its matching order: a key is an
 // event when it starts with one of these. `runtime` precedes `run` so `runtime2` is not a `run`.
 const EVENT_PREFIXES: [&str; 20] = [
@@ -480,7 +519,8 @@ struct PhaseTemplate {
     policy: Option<Policy>,
     taskgroup: Option<String>,
     membind: Option<Vec<u32>>,
-    events: Vec<EventTemplate>,
+    /// Each event with its key as written (`run0`, `lock1`).
+    events: Vec<(String, EventTemplate)>,
 }
 
 #[derive(Debug)]
@@ -992,7 +1032,7 @@ impl Parser<'_> {
                 let mut evs = Vec::with_capacity(events.len());
                 for (key, v, p) in &events {
                     if let Some(e) = self.event(key, v, p)? {
-                        evs.push(e);
+                        evs.push((key.to_string(), e));
                     }
                 }
                 let phase = PhaseTemplate {
@@ -1120,7 +1160,7 @@ impl Parser<'_> {
         let mut evs = Vec::with_capacity(events.len());
         for (key, v, p) in &events {
             if let Some(e) = self.event(key, v, p)? {
-                evs.push(e);
+                evs.push((key.to_string(), e));
             }
         }
         Ok((
@@ -1602,9 +1642,17 @@ impl Parser<'_> {
                 }
                 let mut private: HashMap<String, TimerId> = HashMap::new();
                 let mut phases = Vec::with_capacity(task.phases.len());
+                // rt-app's per-thread tag (the address of its thread data) in unique resource
+                // names; here the thread's position in the workload, which is stable.
+                let tag = threads.len() + 1;
                 for ph in &task.phases {
                     let mut events = Vec::with_capacity(ph.events.len());
-                    for e in &ph.events {
+                    let descs = ph
+                        .events
+                        .iter()
+                        .map(|(key, e)| rtapp_desc(key, e, &task.name, tag))
+                        .collect();
+                    for (_, e) in &ph.events {
                         events.push(match e {
                             EventTemplate::Plain(ev) => ev.clone(),
                             EventTemplate::Timer {
@@ -1698,6 +1746,7 @@ impl Parser<'_> {
                         policy: ph.policy,
                         taskgroup: ph.taskgroup.clone(),
                         membind: ph.membind.clone(),
+                        event_descs: descs,
                     });
                 }
                 let thread_index = if forked {

@@ -27,6 +27,9 @@ fn unnamed(mut w: Workload) -> Workload {
     for t in &mut w.threads {
         t.rtapp_name = None;
         t.index = 0;
+        for p in &mut t.phases {
+            p.event_descs.clear();
+        }
     }
     w
 }
@@ -1189,4 +1192,74 @@ fn memory_binding_at_thread_and_phase_level() {
         assert_eq!(f, field, "{text}: {m}");
         assert!(m.contains("NUMA node"), "{text}: {m}");
     }
+}
+
+/// Each event keeps rt-app's name for it (`event_data_t.name`, the `desc` of its `rtapp_event`
+/// marker): the key, `key:resource`, `key:cond:mutex`, unique names with the thread's tag.
+#[test]
+fn events_keep_rt_app_names_for_the_trace_markers() {
+    let parse = |text: &str| parse_rtapp(text, "t.json").unwrap_or_else(|e| panic!("{e}"));
+    let w = parse(
+        r#"{"tasks":{
+              "a":{"run0":10,"lock":"m","wait":{"ref":"c","mutex":"m"},"unlock":"m","barrier":"b",
+                   "sleep_long":5,"mem":8,"suspend":"a","timer":{"ref":"unique_t","period":100},
+                   "resume":"b","fork":"w","sem_post":"s","yield":""},
+              "b":{"barrier":"b","sem_wait":"s","timer":{"ref":"shared","period":100},
+                   "suspend":"b","signal":"c","sync":{"ref":"c","mutex":"m"},"broad":"c","iorun":4},
+              "w":{"instance":0,"run":1}}}"#,
+    );
+    let descs: Vec<&str> = w.threads[0].phases[0]
+        .event_descs
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        descs,
+        [
+            "run0",
+            "lock:m",
+            "wait:c:m",
+            "unlock:m",
+            "barrier:b",
+            "sleep_long",
+            "mem1",
+            "suspend:a:a",
+            "timer:unique_t1",
+            "resume:b:b",
+            "fork:w",
+            "sem_post:s",
+            "yield"
+        ]
+    );
+    let descs: Vec<&str> = w.threads[1].phases[0]
+        .event_descs
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        descs,
+        [
+            "barrier:b",
+            "sem_wait:s",
+            "timer:shared",
+            "suspend:b:b",
+            "signal:c",
+            "sync:c:m",
+            "broad:c",
+            "mem2"
+        ]
+    );
+    assert_eq!(
+        w.threads[0].phases[0].event_descs.len(),
+        w.threads[0].phases[0].events.len()
+    );
+    // rt-app's 48-byte field: 46 characters after a `key:` prefix.
+    let long = "x".repeat(60);
+    let w = parse(&format!(
+        r#"{{"tasks":{{"t":{{"lock":"{long}","unlock":"{long}"}}}}}}"#
+    ));
+    assert_eq!(
+        w.threads[0].phases[0].event_descs[0],
+        format!("lock:{}", &long[..41])
+    );
 }

@@ -194,13 +194,14 @@ impl Markers {
         );
     }
 
-    pub fn event(&self, id: u32, ev: &Event) {
+    /// `desc`: rt-app's name of the event (`Phase::event_descs`); without one, its kind.
+    pub fn event(&self, id: u32, ev: &Event, desc: Option<&str>) {
         self.emit(
             self.cats.event,
             format_args!(
                 "rtapp_event: id={id} type={} desc={}",
                 rtapp_event_type(ev),
-                ev.rtapp_name()
+                desc.unwrap_or(ev.rtapp_name())
             ),
         );
     }
@@ -294,6 +295,7 @@ mod tests {
             &Event::Run {
                 work: Work::Fixed { ns: Duration(1000) },
             },
+            Some("run0"),
         );
         sep(&m);
         m.event(
@@ -303,9 +305,10 @@ mod tests {
                 period: Duration(1000),
                 mode: TimerMode::Relative,
             },
+            Some("timer:unique1"),
         );
         sep(&m);
-        m.event(2, &Event::SemPost { sem: ResourceId(0) });
+        m.event(2, &Event::SemPost { sem: ResourceId(0) }, None);
         sep(&m);
         m.pass(false, pos);
         sep(&m);
@@ -330,8 +333,8 @@ mod tests {
                 "rtapp_main: event=clock_ref data=8348400624",
                 "rtapp_task: event=start",
                 "rtapp_loop: event=start thread_loop=2 phase=1 phase_loop=3",
-                "rtapp_event: id=0 type=6 desc=run",
-                "rtapp_event: id=1 type=10 desc=timer",
+                "rtapp_event: id=0 type=6 desc=run0",
+                "rtapp_event: id=1 type=10 desc=timer:unique1",
                 "rtapp_event: id=2 type=24 desc=sem_post",
                 "rtapp_loop: event=end thread_loop=2 phase=1 phase_loop=3",
                 "rtapp_stats: period=10000 run=2001 wu_lat=54 slack=-15 c_period=10000 c_run=2000",

@@ -880,7 +880,11 @@ impl<'a> Interp<'a> {
                     continue;
                 }
                 Step::Event(ev) => {
-                    self.shared.markers.event(self.event_id, ev);
+                    let desc = self.pos.and_then(|p| {
+                        let descs = &self.spec.phases.get(p.phase)?.event_descs;
+                        descs.get(self.event_id as usize).map(String::as_str)
+                    });
+                    self.shared.markers.event(self.event_id, ev, desc);
                     self.event_id = self.event_id.saturating_add(1);
                     if let Some(j) = &mut self.job {
                         j.stepped = true;
