@@ -1125,7 +1125,11 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
             "nodes_membind names NUMA node {n}: the simulated machine has one memory node (node 0)"
         )));
     }
-    if spec.util_min.is_some() || spec.util_max.is_some() {
+    let phase_clamps = spec
+        .phases
+        .iter()
+        .any(|p| p.util_min.is_some() || p.util_max.is_some());
+    if spec.util_min.is_some() || spec.util_max.is_some() || phase_clamps {
         return Err(bad(
             "util_min/util_max: utilisation clamps are not simulated (schedutil and task placement would follow them); remove them to simulate without"
                 .into(),

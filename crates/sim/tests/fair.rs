@@ -432,6 +432,15 @@ fn task_groups_and_clamps_are_refused_not_ignored() {
         let e = Sim::new(w, cfg(None)).err().expect("refused").to_string();
         assert!(e.contains("not simulated"), "{e}");
     }
+    // At phase level too.
+    let mut t = hog("t", other(0));
+    t.phases[0].util_max = Some(512);
+    let w = Workload {
+        threads: vec![t],
+        ..Default::default()
+    };
+    let e = Sim::new(w, cfg(None)).err().expect("refused").to_string();
+    assert!(e.contains("not simulated"), "{e}");
 }
 
 /// `nodes_membind`: the simulated machine has one memory node, so a binding to node 0 changes

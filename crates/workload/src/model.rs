@@ -308,6 +308,12 @@ pub struct Phase {
     /// (rt-app phase-level `nodes_membind`); sticky, like `taskgroup`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub membind: Option<Vec<u32>>,
+    /// Utilisation clamps set at the start of each pass of this phase (rt-app phase-level
+    /// `util_min`/`util_max`); they stay set in later phases, as in the kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub util_min: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub util_max: Option<u32>,
     /// rt-app's name of each event (`run0`, `lock:m`, `wait:c:m`), the `desc` of its
     /// `rtapp_event` ftrace marker; empty for workloads not read from rt-app JSON (the markers
     /// then name the event's kind).
@@ -325,6 +331,8 @@ impl Phase {
             policy: None,
             taskgroup: None,
             membind: None,
+            util_min: None,
+            util_max: None,
             event_descs: Vec::new(),
         }
     }

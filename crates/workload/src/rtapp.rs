@@ -193,10 +193,6 @@ const EVENT_PREFIXES: [&str; 20] = [
     "resume", "memrun", "mem", "iorun", "yield", "barrier", "fork", "sem_post", "sem_wait",
 ];
 
-// Properties rt-app reads in thread and phase objects that pacer reads only at thread level:
-// refused in phases, rather than "unknown key".
-const UNMODELLED_PROPERTIES: [&str; 2] = ["util_min", "util_max"];
-
 // Thread-object keys that are not events. `runtime` is deliberately absent: in a thread object it
 // is both an event and, for SCHED_DEADLINE, the legacy spelling of `dl-runtime` (the tutorial
 // warns about the conflict), exactly as in rt-app.
@@ -215,11 +211,13 @@ const TASK_PROPERTIES: [&str; 12] = [
     "deadline",
 ];
 
-const PHASE_PROPERTIES: [&str; 9] = [
+const PHASE_PROPERTIES: [&str; 11] = [
     "loop",
     "cpus",
     "taskgroup",
     "nodes_membind",
+    "util_min",
+    "util_max",
     "policy",
     "priority",
     "dl-runtime",
@@ -519,6 +517,8 @@ struct PhaseTemplate {
     policy: Option<Policy>,
     taskgroup: Option<String>,
     membind: Option<Vec<u32>>,
+    util_min: Option<u32>,
+    util_max: Option<u32>,
     /// Each event with its key as written (`run0`, `lock1`).
     events: Vec<(String, EventTemplate)>,
 }
@@ -923,23 +923,14 @@ impl Parser<'_> {
                 } else {
                     props.insert(key.as_str(), (v, p));
                 }
-            } else if key == "util_min" || key == "util_max" {
-                let what = "a utilisation clamp in 0..=1024";
-                let n = self.int(v, &p, what)?;
-                if !(0..=1024).contains(&n) {
-                    return Err(self.err(&p, format!("expected {what}, found {n}")));
-                }
-                if key == "util_min" {
-                    util_min = Some(n as u32);
-                } else {
-                    util_max = Some(n as u32);
-                }
+            } else if key == "util_min" {
+                util_min = Some(self.clamp(v, &p)?);
+            } else if key == "util_max" {
+                util_max = Some(self.clamp(v, &p)?);
             } else if key == "taskgroup" {
                 taskgroup = self.taskgroup(v, &p)?;
             } else if key == "nodes_membind" {
                 membind = Some(self.nodes(v, &p)?);
-            } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
-                self.unsupported(&p, "NUMA memory binding is not supported");
             } else if key == "lock_order" || key == "resources" {
                 self.ignore(&p, "legacy rt-app resource property, not modelled by pacer");
             } else if event_prefix(key).is_some() {
@@ -1042,6 +1033,8 @@ impl Parser<'_> {
                     policy: None,
                     taskgroup: None,
                     membind: None,
+                    util_min: None,
+                    util_max: None,
                     events: evs,
                 };
                 (thread_loops, vec![phase])
@@ -1114,11 +1107,6 @@ impl Parser<'_> {
                 } else {
                     props.insert(key.as_str(), (v, p));
                 }
-            } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
-                self.unsupported(
-                    &p,
-                    &format!("phase-level `{key}` is not supported (set it on the task)"),
-                );
             } else if event_prefix(key).is_some() {
                 events.push((key.as_str(), v, p));
             } else if TASK_PROPERTIES.contains(&key.as_str()) {
@@ -1157,6 +1145,8 @@ impl Parser<'_> {
             None => None,
             Some((v, p)) => Some(self.nodes(v, p)?),
         };
+        let util_min = props.get("util_min").map(|(v, p)| self.clamp(v, p)).transpose()?;
+        let util_max = props.get("util_max").map(|(v, p)| self.clamp(v, p)).transpose()?;
         let mut evs = Vec::with_capacity(events.len());
         for (key, v, p) in &events {
             if let Some(e) = self.event(key, v, p)? {
@@ -1171,10 +1161,22 @@ impl Parser<'_> {
                 policy,
                 taskgroup,
                 membind,
+                util_min,
+                util_max,
                 events: evs,
             },
             forever,
         ))
+    }
+
+    // A `util_min`/`util_max` value: 0..=1024 (rt-app parse_sched_data()).
+    fn clamp(&self, v: &Json, path: &str) -> R<u32> {
+        let what = "a utilisation clamp in 0..=1024";
+        let n = self.int(v, path, what)?;
+        if !(0..=1024).contains(&n) {
+            return Err(self.err(path, format!("expected {what}, found {n}")));
+        }
+        Ok(n as u32)
     }
 
     // A `nodes_membind` value: an array of NUMA node numbers (rt-app parse_numa_data(); which
@@ -1746,6 +1748,8 @@ impl Parser<'_> {
                         policy: ph.policy,
                         taskgroup: ph.taskgroup.clone(),
                         membind: ph.membind.clone(),
+                        util_min: ph.util_min,
+                        util_max: ph.util_max,
                         event_descs: descs,
                     });
                 }

@@ -585,7 +585,7 @@ fn ignored_keys_are_listed_with_their_path() {
                      "p":{"run":5,"phases":{"a":{"util_max":5,"instance":3,"run":1,"memrun":{}}}}}}"#;
     // Strict by default: what would change the workload's meaning is refused, all of it named.
     let e = parse_rtapp(text, "t.json").unwrap_err().to_string();
-    for p in ["tasks.p.phases.a.util_max", "tasks.p.phases.a.memrun"] {
+    for p in ["tasks.p.phases.a.memrun"] {
         assert!(e.contains(p), "{p} not in {e}");
     }
     let w = unnamed(parse_rtapp_with(text, "t.json", &RtAppOptions { lenient: true }).unwrap());
@@ -598,7 +598,6 @@ fn ignored_keys_are_listed_with_their_path() {
         "tasks.p.run",
         "tasks.p.phases.a.instance",
         // Skipped only because --lenient says so.
-        "tasks.p.phases.a.util_max",
         "tasks.p.phases.a.memrun",
     ] {
         assert!(has_ignored(&w, p), "{p} not in {:#?}", w.ignored);
@@ -611,6 +610,23 @@ fn ignored_keys_are_listed_with_their_path() {
     );
     assert_eq!(t.phases[0].events, vec![run(1)]);
     assert_eq!(w.threads[1].phases[0].events, vec![run(1)]);
+    assert_eq!(w.threads[1].phases[0].util_max, Some(5));
+}
+
+/// `util_min`/`util_max` at phase level (rt-app's tutorial: "task level or phase level"),
+/// 0..=1024.
+#[test]
+fn utilisation_clamps_at_phase_level() {
+    let w = parse(
+        r#"{"tasks":{"t":{"util_max":800,"phases":{"a":{"run":1,"util_min":100},"b":{"run":1,"util_max":1024},"c":{"run":1}}}}}"#,
+    );
+    let t = &w.threads[0];
+    assert_eq!(t.util_max, Some(800));
+    let clamps: Vec<_> = t.phases.iter().map(|p| (p.util_min, p.util_max)).collect();
+    assert_eq!(clamps, [(Some(100), None), (None, Some(1024)), (None, None)]);
+    let (f, m) = field_err(r#"{"tasks":{"t":{"phases":{"a":{"run":1,"util_min":1025}}}}}"#);
+    assert_eq!(f, "tasks.t.phases.a.util_min");
+    assert!(m.contains("0..=1024"), "{m}");
 }
 
 #[test]

@@ -44,6 +44,7 @@ use super::marker::{LoopPos, Markers, Stats};
 use super::sync::{Blocked, Extras, Local};
 use super::sys::{self, Slept};
 use super::taskgroup::Member;
+use super::uclamp::Clamps;
 use super::{affinity_error, policy_error, RunError};
 use crate::sched;
 
@@ -303,6 +304,8 @@ struct Interp<'a> {
     group: Option<Member<'a>>,
     /// The NUMA nodes its memory is bound to now (`None`: the process's policy).
     membind: Option<&'a [u32]>,
+    /// The utilisation clamps set now.
+    clamps: Clamps,
     /// rt-app loops between two stop checks, under a numeric `global.calibration`.
     rtapp_chunk: u64,
 }
@@ -488,6 +491,7 @@ fn run_thread<'a>(
         sync: local,
         group,
         membind: spec.membind.as_deref(),
+        clamps: Clamps::of_thread(spec),
         rtapp_chunk,
     };
     result.end = it.run();
@@ -557,7 +561,7 @@ fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<Setup<'a>, Run
             policy = p;
         }
     }
-    super::uclamp::apply(spec, &policy)?;
+    super::uclamp::apply(&spec.name, Clamps::of_thread(spec), &policy)?;
     if let Some(nodes) = &spec.membind {
         super::membind::bind(nodes).map_err(|e| membind_error(spec, nodes, &e))?;
     }
@@ -752,6 +756,16 @@ impl<'a> Interp<'a> {
         }
         if let (Some(g), Some(m)) = (phase.taskgroup.as_deref(), self.group.as_mut()) {
             m.enter(g)?;
+        }
+        let clamps = Clamps::of_phase(phase);
+        // A clamp the phase leaves unset keeps its value, as the kernel keeps it.
+        let merged = Clamps {
+            min: clamps.min.or(self.clamps.min),
+            max: clamps.max.or(self.clamps.max),
+        };
+        if !clamps.is_empty() && merged != self.clamps {
+            super::uclamp::apply(&self.spec.name, clamps, &self.policy)?;
+            self.clamps = merged;
         }
         if let Some(nodes) = phase.membind.as_deref().filter(|&n| Some(n) != self.membind) {
             super::membind::bind(nodes).map_err(|e| membind_error(self.spec, nodes, &e))?;
