@@ -600,19 +600,7 @@ fn a_thread_that_switches_itself_to_fifo_keeps_its_choice() {
 fn doctor_finds_and_repairs_a_double_subtraction() {
     let _g = privileged();
     let state = tempfile::tempdir().unwrap();
-    let doctor = |repair: bool| {
-        let mut c = pacer();
-        c.env("PACER_STATE_DIR", state.path())
-            .args(["doctor", "--settle", "300ms"]);
-        if repair {
-            c.arg("--repair");
-        }
-        let out = c.output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-        )
-    };
+    let doctor = |repair: bool| doctor(state.path(), repair);
     let baseline = baseline();
     let (code, text) = doctor(false);
     assert_eq!(code, Some(0), "the machine should start healthy: {text}");
@@ -751,6 +739,21 @@ fn exec_options_out_of_range_name_the_flag_and_the_range() {
     }
 }
 
+/// `pacer doctor` (`--repair` if `repair`) with its state in `state`: exit code and output.
+fn doctor(state: &std::path::Path, repair: bool) -> (Option<i32>, String) {
+    let mut c = pacer();
+    c.env("PACER_STATE_DIR", state)
+        .args(["doctor", "--settle", "300ms"]);
+    if repair {
+        c.arg("--repair");
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+    )
+}
+
 /// The cpu-controller group of thread `comm` of process `pid`, if both exist.
 fn group_of(pid: u32, comm: &str) -> Option<String> {
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
@@ -842,19 +845,7 @@ fn task_groups_are_used_removed_and_repaired_after_sigkill() {
     signal(run.id(), libc::SIGKILL);
     run.wait().unwrap();
     assert!(top.join("a").exists());
-    let doctor = |repair: bool| {
-        let mut c = pacer();
-        c.env("PACER_STATE_DIR", state.path())
-            .args(["doctor", "--settle", "300ms"]);
-        if repair {
-            c.arg("--repair");
-        }
-        let out = c.output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-        )
-    };
+    let doctor = |repair: bool| doctor(state.path(), repair);
     let (code, text) = doctor(false);
     assert_ne!(code, Some(0), "{text}");
     assert!(

@@ -45,7 +45,7 @@ impl Policy {
         matches!(self, Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle)
     }
 
-    /// The kernel's name of the policy (`SCHED_OTHER`, …).
+    /// The kernel's name of the policy (`SCHED_OTHER`, …), as `chrt` prints it.
     pub fn name(&self) -> &'static str {
         match self {
             Policy::Other { .. } => "SCHED_OTHER",
