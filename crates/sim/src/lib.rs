@@ -11,6 +11,7 @@ pub mod engine;
 pub mod experiments;
 pub mod interactivity;
 pub mod kernel;
+pub mod memcost;
 pub mod output;
 pub mod record;
 pub(crate) mod sync;
@@ -22,4 +23,5 @@ pub use dvfs::{
 };
 pub use engine::{Sim, SimConfig, SimError, DEFAULT_IO_NS_PER_BYTE, DEFAULT_MEM_NS_PER_BYTE, FORKS_LIMIT};
 pub use kernel::SimKernel;
+pub use memcost::{CostCurve, MemCostError, MemRunCost};
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

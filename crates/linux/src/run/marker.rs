@@ -24,7 +24,7 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use pacer_workload::{Event, FtraceCategories};
+use pacer_workload::{Event, FtraceCategories, MemAccess};
 
 /// Longest marker text; rt-app's own buffer starts at 512 bytes. Longer ones are cut.
 const MAX_MARKER: usize = 256;
@@ -47,6 +47,11 @@ pub fn rtapp_event_type(ev: &Event) -> u32 {
         Event::Suspend { .. } => 12,
         Event::Resume { .. } => 13,
         Event::Mem { .. } => 14,
+        Event::MemRun { access, .. } => match access {
+            MemAccess::Write => 15,
+            MemAccess::Read => 16,
+            MemAccess::Chase => 17,
+        },
         Event::IoRun { .. } => 18,
         Event::Runtime { .. } => 19,
         Event::Yield => 20,
@@ -388,6 +393,11 @@ mod tests {
     #[test]
     fn every_rt_app_event_has_rt_apps_number() {
         let r = ResourceId(0);
+        let memrun = |access| Event::MemRun {
+            buffer: pacer_workload::MemBufferId(0),
+            access,
+            count: 1,
+        };
         let cases = [
             (
                 Event::Sleep {
@@ -414,6 +424,9 @@ mod tests {
             (Event::SemWait { sem: r }, 23),
             (Event::Mem { bytes: 1 }, 14),
             (Event::IoRun { bytes: 1 }, 18),
+            (memrun(MemAccess::Write), 15),
+            (memrun(MemAccess::Read), 16),
+            (memrun(MemAccess::Chase), 17),
             (Event::Fork { thread: 0 }, 22),
             (Event::WorkUnits { units: 1 }, 0),
         ];

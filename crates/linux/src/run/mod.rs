@@ -39,6 +39,7 @@ mod fork;
 pub mod log;
 pub mod marker;
 pub mod membind;
+mod memrun;
 mod sync;
 pub(crate) mod sys;
 mod taskgroup;
@@ -204,6 +205,9 @@ pub struct RunReport {
     pub jobs: u64,
     /// Records lost because the writer fell behind (the outputs are incomplete if not 0).
     pub dropped_records: u64,
+    /// Bytes of the `memrun` buffers built for the run (one per `ref` and type, one per thread
+    /// and parameters without `ref`).
+    pub memrun_bytes: u64,
     /// CPUs the run could use.
     pub cpus: u32,
     /// Whether `mlockall` succeeded.
@@ -249,6 +253,9 @@ pub enum RunError {
     /// `global.io_device`).
     #[error("`{key}`: {message}")]
     Setting { key: &'static str, message: String },
+    /// The `memrun` buffers cannot be built (too large for this machine, malformed).
+    #[error("{0}")]
+    MemRun(String),
 }
 
 impl RunError {
@@ -363,6 +370,7 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
         });
     }
     membind::check(w)?;
+    memrun::check(w)?;
     for t in &w.threads {
         let bad = |message: String| RunError::BadThread {
             thread: t.name.clone(),
@@ -783,6 +791,7 @@ fn execute(
         stopped_by,
         jobs,
         dropped_records: dropped,
+        memrun_bytes: shared.extras.mem.bytes(),
         cpus: allowed.len().max(1) as u32,
         memory_locked: false,
         warnings: Vec::new(),

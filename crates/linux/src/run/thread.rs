@@ -1035,6 +1035,23 @@ impl<'a> Interp<'a> {
                         }
                     }
                 }
+                Event::MemRun {
+                    buffer,
+                    access,
+                    count,
+                } => {
+                    if *count > 0 {
+                        idle_steps = 0;
+                    }
+                    let r = self
+                        .shared
+                        .extras
+                        .mem
+                        .run(*buffer, *access, *count, &self.shared.stop);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
                 Event::Fork { thread } => {
                     let r = self
                         .inst
