@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use pacer_linux::audit::{self, Domain, RebuildMethod, Snapshot};
-use pacer_linux::cpuset::{self, CpusetHierarchy};
+use pacer_linux::cpuset::{self, taskgroup, CpusetHierarchy};
 use pacer_linux::ledger::{self, Plan};
 use pacer_linux::sched::Tid;
 use pacer_linux::trace;
@@ -68,6 +68,8 @@ struct Findings {
     unreadable_ledgers: Vec<PathBuf>,
     stale_tracefs_instances: Vec<PathBuf>,
     stale_cpusets: Vec<PathBuf>,
+    /// rt-app task groups (`pacer run`) whose run was killed before it removed them.
+    stale_task_groups: Vec<PathBuf>,
 }
 
 fn sessions() -> (Vec<SessionView>, Vec<PathBuf>) {
@@ -128,6 +130,9 @@ fn problems(snap: &Snapshot, f: &Findings) -> Vec<String> {
     for p in &f.stale_cpusets {
         out.push(format!("leftover cpuset {}", p.display()));
     }
+    for p in &f.stale_task_groups {
+        out.push(format!("leftover task group {}", p.display()));
+    }
     out
 }
 
@@ -155,6 +160,9 @@ fn gather(settle: u64) -> Result<(Snapshot, Findings)> {
         .ok()
         .and_then(|h| h.stale_partitions().ok())
         .unwrap_or_default();
+    let stale_task_groups = taskgroup::CpuHierarchy::detect()
+        .map(|h| taskgroup::stale_task_groups(&h))
+        .unwrap_or_default();
     Ok((
         snap,
         Findings {
@@ -163,6 +171,7 @@ fn gather(settle: u64) -> Result<(Snapshot, Findings)> {
             unreadable_ledgers,
             stale_tracefs_instances: trace::stale_instances(),
             stale_cpusets,
+            stale_task_groups,
         },
     ))
 }
@@ -207,6 +216,15 @@ pub fn run(a: Args) -> Result<u8> {
                     r.tasks_moved,
                     r.knobs_restored.len()
                 )),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        if !found.stale_task_groups.is_empty() {
+            let removed = taskgroup::CpuHierarchy::detect()
+                .map_err(anyhow::Error::from)
+                .and_then(|h| Ok(taskgroup::cleanup_stale_task_groups(&h)?));
+            match removed {
+                Ok(r) => actions.push(format!("removed {} task group(s)", r.len())),
                 Err(e) => failures.push(e.to_string()),
             }
         }
@@ -335,9 +353,10 @@ fn render(snap: &Snapshot, f: &Findings) -> String {
         ));
     }
     out.push_str(&format!(
-        "leftovers: {} tracefs instance(s), {} cpuset(s)\n",
+        "leftovers: {} tracefs instance(s), {} cpuset(s), {} task group(s)\n",
         f.stale_tracefs_instances.len(),
-        f.stale_cpusets.len()
+        f.stale_cpusets.len(),
+        f.stale_task_groups.len()
     ));
     out
 }

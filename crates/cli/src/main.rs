@@ -51,7 +51,7 @@ enum Command {
     #[command(alias = "analyse")]
     Analyze(analyze::Args),
     /// Simulate a task set or an rt-app workload on the Linux scheduling classes.
-    Sim(sim::Args),
+    Sim(Box<sim::Args>),
     /// Run an rt-app workload on this machine's kernel and measure every job (as `sim` does).
     Run(run::Args),
     /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
@@ -135,7 +135,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Analyze(a) => analyze::run(a),
-        Command::Sim(a) => sim::run(a),
+        Command::Sim(a) => sim::run(*a),
         Command::Run(a) => run::run(a),
         Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),

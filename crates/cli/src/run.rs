@@ -78,16 +78,48 @@ pub struct Args {
 }
 
 /// Where the executor's records go: the summary, the CSV, the logs, the progress bar.
-struct Sinks {
+struct Sinks<'a> {
     summary: Summary,
     csv: Option<JobCsv<BufWriter<File>>>,
     logs: Option<RtAppLogs>,
+    /// Opens the logs of threads a `fork` starts, as they start.
+    fork_logs: Option<ForkLogs<'a>>,
+    /// The first error opening such a log, returned with the next row (or after the run).
+    log_error: Option<io::Error>,
     bar: Option<indicatif::ProgressBar>,
     /// Paces the flushes that put the rows in the (temporary) files while the run goes on.
     flush: FlushClock,
 }
 
-impl executor::Sink for Sinks {
+/// What a forked thread's log needs: rt-app opens one per thread it creates, forked ones
+/// included, named after the forked thread's unique name (`<task>-<index>-<nfork>`).
+struct ForkLogs<'a> {
+    files: &'a mut Outputs,
+    flag: &'static str,
+    dir: PathBuf,
+    basename: String,
+    /// `--log-dir` given: earlier logs there are replaced; else a file the workload names is
+    /// never replaced.
+    replace: bool,
+}
+
+impl ForkLogs<'_> {
+    fn open(&mut self, thread: &str) -> Result<(PathBuf, File)> {
+        let p = executor::log::log_path(&self.dir, &self.basename, thread);
+        if !self.replace && std::fs::symlink_metadata(&p).is_ok() {
+            bail!(
+                "global.logdir: {} exists (the log of forked thread `{thread}`); pacer does not \
+                 replace files a workload names (remove it, or pass --log-dir DIR to write the \
+                 logs there, replacing earlier ones)",
+                p.display()
+            );
+        }
+        let slot = self.files.file(self.flag, &p)?;
+        Ok((p, self.files.open(slot)?))
+    }
+}
+
+impl executor::Sink for Sinks<'_> {
     fn job(&mut self, r: &JobRecord) -> io::Result<()> {
         self.summary.add(r);
         if let Some(csv) = &mut self.csv {
@@ -100,6 +132,9 @@ impl executor::Sink for Sinks {
     }
 
     fn log(&mut self, thread: ThreadId, row: &LogRow) -> io::Result<()> {
+        if let Some(e) = self.log_error.take() {
+            return Err(e);
+        }
         match &mut self.logs {
             Some(l) => l.write(thread, row),
             None => Ok(()),
@@ -109,6 +144,17 @@ impl executor::Sink for Sinks {
     fn thread_started(&mut self, thread: ThreadId, name: &str) {
         if let Some(csv) = &mut self.csv {
             csv.set_name(thread, name);
+        }
+        if let (Some(f), Some(logs)) = (&mut self.fork_logs, &mut self.logs) {
+            if thread as usize == logs.len() && self.log_error.is_none() {
+                let added = f
+                    .open(name)
+                    .map_err(|e| io::Error::other(format!("{e:#}")))
+                    .and_then(|(p, file)| logs.add(p, file));
+                if let Err(e) = added {
+                    self.log_error = Some(e);
+                }
+            }
         }
     }
 
@@ -228,8 +274,8 @@ pub fn run(a: Args) -> Result<()> {
     // Outputs are opened before the run, so a bad path fails before anything runs; they are
     // temporary files until the run has succeeded.
     let log_slots = match log_dir {
-        // Threads a `fork` starts get no log file (yet): the slots follow the initial threads'
-        // ids.
+        // The initial threads' logs; those of threads a `fork` starts are opened as they start
+        // (their ids follow).
         Some(d) => workload
             .initial_threads()
             .map(|(_, t)| {
@@ -281,10 +327,20 @@ pub fn run(a: Args) -> Result<()> {
             b
         }
     });
+    let log_basename = workload.settings.log_basename.clone();
+    let fork_logs = log_dir.map(|d| ForkLogs {
+        files: &mut files,
+        flag,
+        dir: d.to_path_buf(),
+        basename: log_basename,
+        replace: a.log_dir.is_some(),
+    });
     let mut out = Sinks {
         summary: Summary::new(names.len()),
         csv,
         logs,
+        fork_logs,
+        log_error: None,
         bar,
         flush: FlushClock::new(),
     };
@@ -303,6 +359,9 @@ pub fn run(a: Args) -> Result<()> {
     if let (Some(c), Some(p)) = (out.csv.take(), &a.jobs) {
         c.finish()
             .with_context(|| format!("{}: writing job records", p.display()))?;
+    }
+    if let Some(e) = out.log_error.take() {
+        return Err(anyhow::Error::from(e).context("opening the log of a forked thread"));
     }
     if let Some(l) = out.logs.take() {
         l.finish().context("writing the rt-app logs")?;

@@ -40,9 +40,9 @@ pub struct Args {
     /// Task-set JSON or rt-app JSON file; `-` reads standard input.
     #[arg(required = true)]
     pub file: Option<PathBuf>,
-    /// Run an rt-app file even if it uses what pacer cannot run as rt-app would (NUMA binding,
-    /// `memrun`, phase-level clamps): skip those and list them all. Without it such a file is
-    /// refused, since skipping changes what the workload does.
+    /// Run an rt-app file even if it uses what pacer cannot run as rt-app would: skip those and
+    /// list them all. Without it such a file is refused, since skipping changes what the
+    /// workload does. (Current rt-app's whole grammar is read: nothing is skipped today.)
     #[arg(long)]
     pub lenient: bool,
     #[command(subcommand)]
@@ -108,6 +108,11 @@ pub struct Args {
     /// measured machine runs calibrated work (estimated by `pacer compare` too).
     #[arg(long, default_value_t = 1.0, value_name = "F")]
     pub work_scale: f64,
+    /// Costs of rt-app's `memrun` accesses on the machine to simulate: the output of
+    /// crates/sim/tools/memrun.c run there (`./memrun > FILE`). Default: the figures measured on
+    /// pacer's development machine (docs/simulator.md).
+    #[arg(long, value_name = "FILE")]
+    pub memrun_cost: Option<PathBuf>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md). Rows stream to
     /// `.NAME.pacer-tmp-PID` beside the file, which replaces it only if the simulation succeeds;
     /// the input, the other output, devices and FIFOs are refused (docs/output-files.md).
@@ -387,6 +392,9 @@ pub(crate) struct SimOverheads {
     pub idle_exit_latency_ns: u64,
     pub newidle_ratio: u64,
     pub work_scale: f64,
+    /// The `--memrun-cost` file, when the `memrun` costs are not the default ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memrun_cost: Option<PathBuf>,
 }
 
 impl Args {
@@ -437,6 +445,7 @@ impl Args {
             idle_exit_latency: Duration::ZERO,
             newidle_ratio: None,
             work_scale: 1.0,
+            memrun_cost: None,
             jobs: None,
             trace: None,
             json: false,
@@ -594,6 +603,12 @@ pub(crate) fn simulate(
         cfg.newidle_ratio = r;
     }
     cfg.work_scale = a.work_scale;
+    if let Some(path) = &a.memrun_cost {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--memrun-cost: reading {}", path.display()))?;
+        cfg.memrun = pacer_sim::MemRunCost::from_tool_output(&text)
+            .with_context(|| format!("--memrun-cost: {}", path.display()))?;
+    }
     let kernel = a.kernel.apply(&mut cfg, m)?;
     let ignored = workload.ignored.clone();
     let mut sim = match Sim::new(workload, cfg) {
@@ -689,6 +704,7 @@ pub(crate) fn simulate(
             idle_exit_latency_ns: a.idle_exit_latency.ns(),
             newidle_ratio: a.newidle_ratio.unwrap_or(pacer_sim::BOOT_NEWIDLE_RATIO),
             work_scale: a.work_scale,
+            memrun_cost: a.memrun_cost.clone(),
         },
         kernel,
     };

@@ -349,3 +349,36 @@ fn numeric_options_name_the_flag_and_the_range() {
         fails_with(&run(&args, None), &[expect]);
     }
 }
+
+/// `nodes_membind`: a node this machine does not have is refused before the run by `pacer run`
+/// and by `pacer sim` (whose machine has node 0 only); node 0 runs in both.
+#[test]
+fn memory_binding_to_a_missing_node_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = file(
+        &dir,
+        "bad.json",
+        r#"{"global":{"duration":1},"tasks":{"t":{"loop":2,"run":100,"nodes_membind":[1000]}}}"#,
+    );
+    let out = run(&["run", "--calibration", "20", &bad], None);
+    fails_with(&out, &["NUMA node 1000", "online nodes"]);
+    let out = run(&["sim", &bad], None);
+    fails_with(&out, &["NUMA node 1000", "one memory node"]);
+    let good = file(
+        &dir,
+        "good.json",
+        r#"{"global":{"duration":1},"tasks":{"t":{"loop":2,"phases":{"p":{"run":100,"nodes_membind":[0]}}}}}"#,
+    );
+    let logs = dir.path().to_str().unwrap();
+    for args in [
+        vec!["run", "--calibration", "20", "--log-dir", logs, &good],
+        vec!["sim", &good],
+    ] {
+        let out = run(&args, None);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

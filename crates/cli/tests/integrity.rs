@@ -600,19 +600,7 @@ fn a_thread_that_switches_itself_to_fifo_keeps_its_choice() {
 fn doctor_finds_and_repairs_a_double_subtraction() {
     let _g = privileged();
     let state = tempfile::tempdir().unwrap();
-    let doctor = |repair: bool| {
-        let mut c = pacer();
-        c.env("PACER_STATE_DIR", state.path())
-            .args(["doctor", "--settle", "300ms"]);
-        if repair {
-            c.arg("--repair");
-        }
-        let out = c.output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-        )
-    };
+    let doctor = |repair: bool| doctor(state.path(), repair);
     let baseline = baseline();
     let (code, text) = doctor(false);
     assert_eq!(code, Some(0), "the machine should start healthy: {text}");
@@ -749,4 +737,123 @@ fn exec_options_out_of_range_name_the_flag_and_the_range() {
         assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// `pacer doctor` (`--repair` if `repair`) with its state in `state`: exit code and output.
+fn doctor(state: &std::path::Path, repair: bool) -> (Option<i32>, String) {
+    let mut c = pacer();
+    c.env("PACER_STATE_DIR", state)
+        .args(["doctor", "--settle", "300ms"]);
+    if repair {
+        c.arg("--repair");
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+    )
+}
+
+/// The cpu-controller group of thread `comm` of process `pid`, if both exist.
+fn group_of(pid: u32, comm: &str) -> Option<String> {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let dir = t.path();
+        if std::fs::read_to_string(dir.join("comm")).ok()?.trim() == comm {
+            let text = std::fs::read_to_string(dir.join("cgroup")).ok()?;
+            return text
+                .lines()
+                .find_map(|l| {
+                    l.splitn(3, ':').nth(2).filter(|_| {
+                        l.split(':')
+                            .nth(1)
+                            .is_some_and(|c| c.split(',').any(|c| c == "cpu"))
+                    })
+                })
+                .map(str::to_string);
+        }
+    }
+    None
+}
+
+/// rt-app task groups under `pacer run` (tutorial example 11's shape): the thread is in the
+/// phase's group while the phase runs, in the root after a `/` phase; the groups pacer created
+/// are gone after the run. Killed with SIGKILL, the run leaves them: `pacer doctor` names them
+/// and `--repair` removes them.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn task_groups_are_used_removed_and_repaired_after_sigkill() {
+    let _g = privileged();
+    let Ok(h) = pacer_linux::cpuset::taskgroup::CpuHierarchy::detect() else {
+        if std::env::var_os("PACER_REQUIRE_ROOT").is_some() {
+            panic!("no cgroup v1 cpu controller: task groups cannot be tested");
+        }
+        eprintln!("no cgroup v1 cpu controller; skipped");
+        return;
+    };
+    let top = h.root().join("pacer-test-tg");
+    assert!(!top.exists(), "{} exists before the test", top.display());
+    let state = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let template = r#"{"global":{"duration":DURATION},"tasks":{"g":{"loop":-1,"phases":{
+              "in":{"loop":10,"run":2000,"sleep":8000,"taskgroup":"/pacer-test-tg/a"},
+              "out":{"loop":10,"run":2000,"sleep":8000,"taskgroup":"/"}}}}}"#;
+    let start = |secs: u32| {
+        let file = dir.path().join(format!("w{secs}.json"));
+        std::fs::write(&file, template.replace("DURATION", &secs.to_string())).unwrap();
+        pacer()
+            .env("PACER_STATE_DIR", state.path())
+            .args(["run", "--calibration", &common::calibration()])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // A full run: sample the thread's group every 20 ms.
+    let mut run = start(2);
+    let mut seen = BTreeMap::<String, u32>::new();
+    while run.try_wait().unwrap().is_none() {
+        if let Some(g) = group_of(run.id(), "g-0") {
+            *seen.entry(g).or_default() += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(run.wait().unwrap().success());
+    let inside = seen.get("/pacer-test-tg/a").copied().unwrap_or(0);
+    let root = seen.get("/").copied().unwrap_or(0);
+    assert!(inside >= 10 && root >= 10, "groups seen: {seen:?}");
+    assert!(!top.exists(), "{} left after the run", top.display());
+    assert_eq!(
+        std::fs::read_dir(state.path()).unwrap().count(),
+        0,
+        "state file left"
+    );
+
+    // Killed: the groups stay until doctor --repair.
+    let mut run = start(30);
+    let t = Instant::now();
+    while !(top.join("a").exists() && group_of(run.id(), "g-0").is_some()) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the run never created its group"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(run.id(), libc::SIGKILL);
+    run.wait().unwrap();
+    assert!(top.join("a").exists());
+    let doctor = |repair: bool| doctor(state.path(), repair);
+    let (code, text) = doctor(false);
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains("leftover task group") && text.contains("pacer-test-tg"),
+        "{text}"
+    );
+    let (code, text) = doctor(true);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("removed 2 task group(s)"), "{text}");
+    assert!(!top.exists(), "{} left after doctor --repair", top.display());
 }

@@ -571,3 +571,56 @@ fn the_fair_class_agrees_with_the_kernel_on_an_interactive_thread_beside_hogs() 
         reports.join("\n")
     );
 }
+
+/// Threads a `fork` starts get their log as in rt-app: `<basename>-<task>-<index>-<nfork>.log`,
+/// `idx` their thread index; a log the workload's `logdir` names is never replaced, forked
+/// threads' included.
+#[test]
+fn forked_threads_get_rt_app_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let json = r#"{ "global": { "logdir": "LOGS" }, "tasks": {
+          "parent": { "loop": 2, "fork": "worker", "sleep": 20000 },
+          "worker": { "instance": 0, "loop": 3, "run": 100, "sleep": 200 } } }"#
+        .replace("LOGS", &logs.display().to_string());
+    let file = write_tmp(&dir, "fork.json", &json);
+    let out = pacer(&["run", &file, "--calibration", "25"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let found = lisa_logs(&logs, "rt-app");
+    let threads: Vec<&str> = found.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert_eq!(threads, ["parent-0", "worker-1-0000", "worker-2-0001"]);
+    for (thread, _, rows) in &found[1..] {
+        assert_eq!(rows.len(), 3, "{thread}");
+        let idx: i64 = thread.split('-').nth(1).unwrap().parse().unwrap();
+        assert!(rows.iter().all(|r| r[0] == idx), "{thread}: {rows:?}");
+    }
+    // Again into the same `logdir`: the first log that exists stops the run before it starts;
+    // with only a forked thread's log left, the run stops when that thread starts, and nothing
+    // is replaced.
+    let out = pacer(&["run", &file, "--calibration", "25"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("rt-app-parent-0.log exists"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_file(logs.join("rt-app-parent-0.log")).unwrap();
+    std::fs::remove_file(logs.join("rt-app-worker-1-0000.log")).unwrap();
+    let kept = std::fs::read_to_string(logs.join("rt-app-worker-2-0001.log")).unwrap();
+    let out = pacer(&["run", &file, "--calibration", "25"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("rt-app-worker-2-0001.log exists") && err.contains("forked thread"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(logs.join("rt-app-worker-2-0001.log")).unwrap(),
+        kept
+    );
+    assert!(
+        !logs.join("rt-app-parent-0.log").exists(),
+        "a failed run leaves no new file"
+    );
+}

@@ -154,7 +154,7 @@ pub fn takeable(tid: Tid, name: &str, names: &[String]) -> Result<ThreadSched, S
         Ok(Policy::Batch { .. }) => {
             return Err("under SCHED_BATCH: not a policy pacer replaces".to_string());
         }
-        Ok(other) => return Err(format!("already {}: left alone", policy_name(&other))),
+        Ok(other) => return Err(format!("already {}: left alone", other.name())),
         Err(_) => {
             return Err(format!(
                 "under {}: not a policy pacer replaces",
@@ -693,17 +693,5 @@ pub fn kernel_policy_name(policy: u32) -> &'static str {
 impl Drop for Session {
     fn drop(&mut self) {
         self.release();
-    }
-}
-
-/// Short policy name, as `chrt` prints it.
-pub fn policy_name(p: &Policy) -> &'static str {
-    match p {
-        Policy::Other { .. } => "SCHED_OTHER",
-        Policy::Idle => "SCHED_IDLE",
-        Policy::Batch { .. } => "SCHED_BATCH",
-        Policy::Fifo { .. } => "SCHED_FIFO",
-        Policy::Rr { .. } => "SCHED_RR",
-        Policy::Deadline(_) => "SCHED_DEADLINE",
     }
 }

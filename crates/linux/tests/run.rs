@@ -629,7 +629,7 @@ fn rt_app_ftrace_markers_reach_the_trace_as_lisa_reads_them() {
         if i == 0 {
             assert_eq!(events.len(), 6);
             for pass in events.chunks(2) {
-                assert_eq!(pass, [ev("0", "6", "run"), ev("1", "10", "timer")]);
+                assert_eq!(pass, [ev("0", "6", "run"), ev("1", "10", "timer:a")]);
             }
             for s in &stats {
                 assert_eq!((s.get("c_period"), s.get("c_run")), (Some("10000"), Some("1000")));

@@ -658,33 +658,37 @@ fn a_numeric_calibration_runs_rt_app_s_loop_for_rt_app_s_count() {
     assert!(exec > 6 * MS && exec < 16 * MS, "{exec} ns");
 }
 
+/// Utilisation clamps, thread- and phase-level, need a kernel with CONFIG_UCLAMP_TASK: on one
+/// without, the run fails before anything runs (thread level) or at the phase that sets them,
+/// saying why; on one with, it runs. (Task groups: crates/cli/tests/integrity.rs.)
 #[test]
-fn taskgroups_are_refused_and_clamps_need_kernel_support() {
+fn clamps_need_kernel_support() {
     let _g = serialize();
-    let mut t = thread("t", Some(1), vec![run_us(10)]);
-    t.taskgroup = Some("/pacer".into());
-    let w = Workload {
-        threads: vec![t],
-        ..Workload::default()
-    };
-    let msg = execute(&w, &config(None)).err().expect("refused").to_string();
-    assert!(msg.contains("taskgroup"), "{msg}");
-
-    let mut t = thread("t", Some(1), vec![run_us(10)]);
-    t.util_max = Some(512);
-    let w = Workload {
-        threads: vec![t],
-        ..Workload::default()
-    };
-    match execute(&w, &config(None)) {
-        // A kernel with CONFIG_UCLAMP_TASK.
-        Ok(_) => eprintln!("this kernel has uclamp"),
+    let uclamp = |w: &Workload| match execute(w, &config(None)) {
+        Ok(_) => {
+            eprintln!("this kernel has uclamp");
+            true
+        }
         Err(e) => {
             let msg = e.to_string();
             eprintln!("{msg}");
             assert!(msg.contains("CONFIG_UCLAMP_TASK"), "{msg}");
+            false
         }
-    }
+    };
+    let mut t = thread("t", Some(1), vec![run_us(10)]);
+    t.util_max = Some(512);
+    let thread_level = uclamp(&Workload {
+        threads: vec![t],
+        ..Workload::default()
+    });
+    let mut t = thread("t", Some(1), vec![run_us(10)]);
+    t.phases[0].util_min = Some(128);
+    let phase_level = uclamp(&Workload {
+        threads: vec![t],
+        ..Workload::default()
+    });
+    assert_eq!(thread_level, phase_level, "one kernel, one answer");
 }
 
 #[test]

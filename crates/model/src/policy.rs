@@ -38,3 +38,22 @@ pub enum Policy {
     /// SCHED_DEADLINE with a CBS reservation.
     Deadline(Reservation),
 }
+
+impl Policy {
+    /// A fair-class policy (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE).
+    pub fn is_fair(&self) -> bool {
+        matches!(self, Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle)
+    }
+
+    /// The kernel's name of the policy (`SCHED_OTHER`, …), as `chrt` prints it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Policy::Other { .. } => "SCHED_OTHER",
+            Policy::Idle => "SCHED_IDLE",
+            Policy::Batch { .. } => "SCHED_BATCH",
+            Policy::Fifo { .. } => "SCHED_FIFO",
+            Policy::Rr { .. } => "SCHED_RR",
+            Policy::Deadline(_) => "SCHED_DEADLINE",
+        }
+    }
+}

@@ -1,8 +1,8 @@
 //! The discrete-event engine: simulated time in integer nanoseconds, per-CPU run queues, the
 //! classes of `crate::class` stacked deadline > rt > fair > idle, and threads executing the
 //! workload model of `pacer-workload` (run / runtime / sleep / timer / yield events, rt-app's
-//! synchronisation events on the objects of `crate::sync`, `mem` / `iorun` work, `fork`, and
-//! phase-level policy and CPU changes).
+//! synchronisation events on the objects of `crate::sync`, `mem` / `iorun` / `memrun` work (costs
+//! of `crate::memcost`), `fork`, and phase-level policy and CPU changes).
 //!
 //! Multiprocessor scheduling follows the kernel's distributed run queues: a waking thread picks a
 //! CPU (`select_task_rq`: an idle CPU, else the one running the least urgent thread it can
@@ -63,6 +63,7 @@ use crate::dvfs::walt::Walt;
 use crate::dvfs::{
     CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals, UtilSignal,
 };
+use crate::memcost::MemRunCost;
 use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
 use crate::sync::{Acquire, Objects, Op, WaitKey, Waiter};
 
@@ -174,6 +175,10 @@ pub struct SimConfig {
     /// Cost of rt-app's `iorun` event per byte, ns of work at capacity 1024: `write(2)`s of the
     /// buffer to `io_device` (`/dev/null` by default). Default [`DEFAULT_IO_NS_PER_BYTE`].
     pub io_ns_per_byte: f64,
+    /// Cost of rt-app's `memrun` accesses (per byte read or written, per chase hop) by buffer
+    /// size, work at capacity 1024 like `mem`'s. Default: measured on the development machine
+    /// ([`MemRunCost::measured`]).
+    pub memrun: MemRunCost,
 }
 
 /// Default [`SimConfig::mem_ns_per_byte`], measured on the development machine (2-vCPU KVM
@@ -233,6 +238,7 @@ impl SimConfig {
             mem_bound: 0.0,
             mem_ns_per_byte: DEFAULT_MEM_NS_PER_BYTE,
             io_ns_per_byte: DEFAULT_IO_NS_PER_BYTE,
+            memrun: MemRunCost::measured(),
         }
     }
 
@@ -1199,6 +1205,11 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
                     });
                 }
             }
+            if let Event::MemRun { buffer, access, .. } = *e {
+                if let Some(problem) = w.mem_buffer_problem(buffer, access) {
+                    return Err(bad(format!("phase {phase}: the `memrun` event names {problem}")));
+                }
+            }
             for (r, need) in e.needs().into_iter().flatten() {
                 if let Some(problem) = w.resource_problem(r, need) {
                     return Err(SimError::BadResource {
@@ -1214,12 +1225,31 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
     }
     // Group scheduling would change every fair thread's share, and utilisation clamps what
     // schedutil asks for: neither is modelled, so neither is ignored.
-    if let Some(tg) = &spec.taskgroup {
+    if let Some(tg) = spec
+        .taskgroup
+        .as_ref()
+        .or_else(|| spec.phases.iter().find_map(|p| p.taskgroup.as_ref()))
+    {
         return Err(bad(format!(
             "taskgroup `{tg}`: cgroup CPU sharing is not simulated; remove it to simulate the threads without it"
         )));
     }
-    if spec.util_min.is_some() || spec.util_max.is_some() {
+    // The simulated machine has one memory node, node 0, and memory costs that do not depend
+    // on placement: binding to it changes nothing, binding elsewhere cannot be simulated.
+    let bindings = spec
+        .membind
+        .iter()
+        .chain(spec.phases.iter().filter_map(|p| p.membind.as_ref()));
+    if let Some(n) = bindings.flatten().find(|&&n| n != 0) {
+        return Err(bad(format!(
+            "nodes_membind names NUMA node {n}: the simulated machine has one memory node (node 0)"
+        )));
+    }
+    let phase_clamps = spec
+        .phases
+        .iter()
+        .any(|p| p.util_min.is_some() || p.util_max.is_some());
+    if spec.util_min.is_some() || spec.util_max.is_some() || phase_clamps {
         return Err(bad(
             "util_min/util_max: utilisation clamps are not simulated (schedutil and task placement would follow them); remove them to simulate without"
                 .into(),
@@ -2053,6 +2083,7 @@ impl Sim {
                 // rt-app's events beyond pacer's original ones, out of line.
                 Event::Mem { .. }
                 | Event::IoRun { .. }
+                | Event::MemRun { .. }
                 | Event::Fork { .. }
                 | Event::Lock { .. }
                 | Event::Unlock { .. }
@@ -2074,7 +2105,8 @@ impl Sim {
         }
     }
 
-    /// `mem`, `iorun`, `fork` and the synchronisation events: the step they end on, if any.
+    /// `mem`, `iorun`, `memrun`, `fork` and the synchronisation events: the step they end on, if
+    /// any.
     #[cold]
     #[inline(never)]
     fn rtapp_event(&mut self, t: ThreadId, ev: &Event) -> Option<Step> {
@@ -2086,12 +2118,13 @@ impl Sim {
                 };
                 // Saturates rather than wraps for absurd sizes (f64 → u64 casts clamp).
                 let w = (*bytes as f64 * per_byte * self.cfg.work_scale).round() as u64;
-                if w > 0 {
-                    let th = &mut self.threads[t as usize];
-                    th.remaining = w;
-                    return Some(Step::Run);
-                }
-                None
+                self.memory_work(t, w)
+            }
+            Event::MemRun { buffer, count, .. } => {
+                // `check_spec` checked the buffer; the cost depends on its size and layout.
+                let buf = &self.workload.mem_buffers[buffer.0];
+                let w = (self.cfg.memrun.work_ns(buf, *count) * self.cfg.work_scale).round() as u64;
+                self.memory_work(t, w)
             }
             Event::Fork { thread } => {
                 self.sync.pending.push(SyncAction::Fork {
@@ -2106,6 +2139,16 @@ impl Sim {
                 self.run_ops(t).then_some(Step::Wait)
             }
         }
+    }
+
+    /// `mem`, `iorun` and `memrun`: `w` ns of work at capacity 1024, run like `run`'s.
+    fn memory_work(&mut self, t: ThreadId, w: u64) -> Option<Step> {
+        if w == 0 {
+            return None;
+        }
+        let th = &mut self.threads[t as usize];
+        th.remaining = w;
+        Some(Step::Run)
     }
 
     /// The thread sleeps on its timer until `next`: the tracer sees the timer set (Linux:

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod experiments;
 pub mod interactivity;
 pub mod kernel;
+pub mod memcost;
 pub mod output;
 pub mod record;
 pub(crate) mod sync;
@@ -25,4 +26,5 @@ pub use engine::{
     DEFAULT_MEM_NS_PER_BYTE, DEFAULT_TIMER_SLACK_NS, FORKS_LIMIT, RTAPP_RUNTIME_BURST_NS,
 };
 pub use kernel::SimKernel;
+pub use memcost::{CostCurve, MemCostError, MemRunCost};
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

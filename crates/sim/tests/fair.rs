@@ -432,6 +432,36 @@ fn task_groups_and_clamps_are_refused_not_ignored() {
         let e = Sim::new(w, cfg(None)).err().expect("refused").to_string();
         assert!(e.contains("not simulated"), "{e}");
     }
+    // At phase level too.
+    let mut t = hog("t", other(0));
+    t.phases[0].util_max = Some(512);
+    let w = Workload {
+        threads: vec![t],
+        ..Default::default()
+    };
+    let e = Sim::new(w, cfg(None)).err().expect("refused").to_string();
+    assert!(e.contains("not simulated"), "{e}");
+}
+
+/// `nodes_membind`: the simulated machine has one memory node, so a binding to node 0 changes
+/// nothing and runs; one naming another node (thread or phase level) is refused.
+#[test]
+fn memory_binding_to_node_0_only() {
+    let run = |thread: Option<Vec<u32>>, phase: Option<Vec<u32>>| {
+        let mut t = hog("t", other(0));
+        t.membind = thread;
+        t.phases[0].membind = phase;
+        let w = Workload {
+            threads: vec![t],
+            ..Default::default()
+        };
+        Sim::new(w, cfg(None)).err().map(|e| e.to_string())
+    };
+    assert_eq!(run(Some(vec![0]), Some(vec![0])), None);
+    for (thread, phase) in [(Some(vec![0, 1]), None), (None, Some(vec![2]))] {
+        let e = run(thread, phase).expect("refused");
+        assert!(e.contains("one memory node"), "{e}");
+    }
 }
 
 /// The kernel accounts a running entity at every tick (`task_tick_fair()` → `update_curr()`),

@@ -13,8 +13,9 @@ pub mod work;
 
 pub use cursor::{Cursor, Step};
 pub use model::{
-    Event, FtraceCategories, Need, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings,
-    ThreadSpec, TimerId, TimerMode, Work, Workload,
+    ChaseOrder, Event, FtraceCategories, MemAccess, MemBuffer, MemBufferId, MemBufferKind, Need, Phase,
+    Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec, TimerId, TimerMode, Work, Workload,
+    CHASE_MIN_STRIDE,
 };
 pub use rtapp::{parse_rtapp, parse_rtapp_with, read_rtapp, RtAppError, RtAppOptions};
 pub use taskset::{

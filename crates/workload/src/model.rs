@@ -24,6 +24,136 @@ pub struct Workload {
     pub resources: Vec<Resource>,
     /// rt-app's `global` run-time settings that change what runs or what is written.
     pub settings: RunSettings,
+    /// The buffers of `memrun` events, indexed by [`MemBufferId`] (rt-app creates one per
+    /// distinct `ref` and type, or per thread and parameters without `ref`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mem_buffers: Vec<MemBuffer>,
+}
+
+/// Index into [`Workload::mem_buffers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct MemBufferId(pub usize);
+
+/// What a `memrun` event does with its buffer (rt-app's `rtapp_mem_read`, `rtapp_mem_write`,
+/// `rtapp_mem_chase`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemAccess {
+    /// Reads `count` bytes one at a time from offset 0, wrapping at the buffer's size.
+    Read,
+    /// Writes `count` bytes one at a time from offset 0 (byte j of the buffer gets `j mod 256`),
+    /// wrapping at the buffer's size.
+    Write,
+    /// Follows `count` links of the buffer's pointer chain.
+    Chase,
+}
+
+impl MemAccess {
+    /// rt-app's name of the type (`"type"` of the event).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemAccess::Read => "read",
+            MemAccess::Write => "write",
+            MemAccess::Chase => "chase",
+        }
+    }
+}
+
+/// Order of a chase buffer's chain (rt-app's `pattern`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChaseOrder {
+    /// Position i links to position i + 1 (and the last to the first).
+    Sequential,
+    /// Bit-reversed: the chain visits the positions in the order of their bit-reversed indices,
+    /// so that consecutive hops are far apart and hardware prefetchers cannot follow (rt-app's
+    /// default).
+    Random,
+}
+
+/// How a `memrun` buffer is laid out and used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "access", rename_all = "snake_case")]
+pub enum MemBufferKind {
+    /// Bytes set to 0xAA before the run, then read.
+    Read,
+    /// Bytes set to 0xAA before the run, then written.
+    Write,
+    /// A circular chain of pointers, one every `stride` bytes over [`MemBuffer::chase_positions`]
+    /// positions, built before the run.
+    Chase { stride: u64, order: ChaseOrder },
+}
+
+/// Smallest chase stride: each position holds a pointer (8 bytes on 64-bit machines, where
+/// rt-app's chain of `char *` would overlap itself with a smaller stride).
+pub const CHASE_MIN_STRIDE: u64 = 8;
+
+/// A buffer of rt-app's `memrun` events, allocated and initialised before the run (rt-app's
+/// `init_membuf_resource_sized()`, `init_memchase_resource()`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemBuffer {
+    /// rt-app's name of the buffer: the events' `ref`, or the name rt-app builds for a per-thread
+    /// buffer (`memrun_read_<size>`, `memrun_write_<size>`, `memrun_<r|s>_<stride>_<size>`,
+    /// followed by the thread's tag).
+    pub name: String,
+    /// Bytes asked for (`size`).
+    pub size: u64,
+    pub kind: MemBufferKind,
+}
+
+impl MemBuffer {
+    /// The access the buffer serves.
+    pub fn access(&self) -> MemAccess {
+        match self.kind {
+            MemBufferKind::Read => MemAccess::Read,
+            MemBufferKind::Write => MemAccess::Write,
+            MemBufferKind::Chase { .. } => MemAccess::Chase,
+        }
+    }
+
+    /// Positions of a chase chain: `size / stride` rounded down to a power of two (rt-app
+    /// numbers them with bit reversal); `None` for read and write buffers.
+    pub fn chase_positions(&self) -> Option<u64> {
+        match self.kind {
+            MemBufferKind::Chase { stride, .. } => {
+                let n = self.size.checked_div(stride).unwrap_or(0);
+                Some(if n == 0 { 0 } else { 1 << n.ilog2() })
+            }
+            _ => None,
+        }
+    }
+
+    /// Bytes the events touch: the size of a read or write buffer, positions × stride for a
+    /// chase (rt-app allocates no more).
+    pub fn footprint(&self) -> u64 {
+        match self.kind {
+            MemBufferKind::Chase { stride, .. } => self.chase_positions().unwrap_or(0).saturating_mul(stride),
+            _ => self.size,
+        }
+    }
+
+    /// Why the buffer cannot be built, if so: empty, or a chase chain of fewer than two
+    /// positions or of pointers that would overlap.
+    pub fn problem(&self) -> Option<String> {
+        if self.size == 0 {
+            return Some(format!("memrun buffer `{}` has size 0", self.name));
+        }
+        if let MemBufferKind::Chase { stride, .. } = self.kind {
+            if stride < CHASE_MIN_STRIDE {
+                return Some(format!(
+                    "memrun buffer `{}` has stride {stride}, below a pointer's {CHASE_MIN_STRIDE} bytes",
+                    self.name
+                ));
+            }
+            if self.chase_positions().unwrap_or(0) < 2 {
+                return Some(format!(
+                    "memrun buffer `{}` of {} bytes holds fewer than 2 positions of stride {stride}",
+                    self.name, self.size
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// A shared synchronisation object, named as in the file.
@@ -206,6 +336,10 @@ pub struct ThreadSpec {
     /// cgroup the thread runs in (rt-app `taskgroup`, a path under the cpu controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taskgroup: Option<String>,
+    /// NUMA nodes the thread's memory is bound to (rt-app `nodes_membind`; `None`: the
+    /// process's policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Vec<u32>>,
 }
 
 impl Default for ThreadSpec {
@@ -226,6 +360,7 @@ impl Default for ThreadSpec {
             util_min: None,
             util_max: None,
             taskgroup: None,
+            membind: None,
         }
     }
 }
@@ -294,16 +429,41 @@ pub struct Phase {
     /// it in later phases until another phase changes it. `None` = leave the policy alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// cgroup the thread moves to at the start of each pass of this phase (rt-app phase-level
+    /// `taskgroup`, a path under the cpu controller, `/` its root). Sticky, like `policy`: the
+    /// thread stays there in later phases until another phase names a group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taskgroup: Option<String>,
+    /// NUMA nodes the thread's memory is bound to from the start of each pass of this phase
+    /// (rt-app phase-level `nodes_membind`); sticky, like `taskgroup`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub membind: Option<Vec<u32>>,
+    /// Utilisation clamps set at the start of each pass of this phase (rt-app phase-level
+    /// `util_min`/`util_max`); they stay set in later phases, as in the kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub util_min: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub util_max: Option<u32>,
+    /// rt-app's name of each event (`run0`, `lock:m`, `wait:c:m`), the `desc` of its
+    /// `rtapp_event` ftrace marker; empty for workloads not read from rt-app JSON (the markers
+    /// then name the event's kind).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub event_descs: Vec<String>,
 }
 
 impl Phase {
-    /// A phase with no affinity or policy change of its own.
+    /// A phase with no affinity, policy, task group or memory binding change of its own.
     pub fn new(loops: u64, events: Vec<Event>) -> Self {
         Phase {
             loops,
             events,
             affinity: None,
             policy: None,
+            taskgroup: None,
+            membind: None,
+            util_min: None,
+            util_max: None,
+            event_descs: Vec::new(),
         }
     }
 }
@@ -410,6 +570,14 @@ pub enum Event {
     Mem { bytes: u64 },
     /// Writes `bytes` bytes to the I/O device (rt-app `iorun`), from the memory buffer.
     IoRun { bytes: u64 },
+    /// `count` accesses of `access` to a sized buffer (rt-app `memrun`): bytes read or written
+    /// one at a time, or links of a pointer chain followed. `access` is the buffer's
+    /// ([`Workload::mem_buffer_problem`] checks it).
+    MemRun {
+        buffer: MemBufferId,
+        access: MemAccess,
+        count: u64,
+    },
     /// Starts a new thread running the forked thread spec `thread` (an index into
     /// [`Workload::threads`]; rt-app `fork`).
     Fork { thread: usize },
@@ -443,6 +611,7 @@ impl Event {
             Event::Timer { period, .. } => !period.is_zero(),
             // `mem` and `iorun` take time, but how much depends on the machine.
             Event::Mem { bytes } | Event::IoRun { bytes } => *bytes > 0,
+            Event::MemRun { count, .. } => *count > 0,
             Event::Yield
             | Event::WorkUnits { .. }
             | Event::Boost { .. }
@@ -536,6 +705,7 @@ impl Event {
             Event::SemWait { .. } => "sem_wait",
             Event::Mem { .. } => "mem",
             Event::IoRun { .. } => "iorun",
+            Event::MemRun { .. } => "memrun",
             Event::Fork { .. } => "fork",
         }
     }
@@ -566,6 +736,27 @@ impl Workload {
             Some(res) if !need.fits(res.kind) => Some(format!("`{}` is not a {}", res.name, need.name())),
             Some(_) => None,
         }
+    }
+
+    /// Why `memrun` buffer `b` cannot serve an `access` event, if so (the rt-app parser never
+    /// builds such an event; a workload built in code can).
+    pub fn mem_buffer_problem(&self, b: MemBufferId, access: MemAccess) -> Option<String> {
+        let Some(buf) = self.mem_buffers.get(b.0) else {
+            return Some(format!(
+                "memrun buffer {} does not exist (the workload has {})",
+                b.0,
+                self.mem_buffers.len()
+            ));
+        };
+        if buf.access() != access {
+            return Some(format!(
+                "memrun buffer `{}` is a {} buffer, not a {} one",
+                buf.name,
+                buf.access().name(),
+                access.name()
+            ));
+        }
+        buf.problem()
     }
 
     /// Threads started with the run (not [`ThreadSpec::forked`]).

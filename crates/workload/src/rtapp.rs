@@ -20,6 +20,9 @@
 //! * Timers are shared by name across the whole file, except names starting with `unique`, which
 //!   are private to each thread instance (`create_unique_name()`); a timer is relative unless some
 //!   event using it says `"mode": "absolute"` (the mode belongs to the timer, not the event).
+//! * `memrun` buffers are the inverse: private to each thread instance (one per type and
+//!   parameters), unless a `ref` names them, and then shared by name and type across the file;
+//!   events sharing one must agree on its parameters (`validate_init_args()`).
 //!
 //! Whatever pacer reads but does not model (logging and calibration settings, locks, conditions,
 //! barriers, fork, memory and I/O load, task groups, utilisation clamps) is skipped and listed in
@@ -34,8 +37,9 @@ use pacer_model::{Duration, Reservation, ReservationError};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::model::{
-    Event, FtraceCategories, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec,
-    TimerId, TimerMode, Work, Workload,
+    ChaseOrder, Event, FtraceCategories, MemAccess, MemBuffer, MemBufferId, MemBufferKind, Phase, Policy,
+    Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec, TimerId, TimerMode, Work, Workload,
+    CHASE_MIN_STRIDE,
 };
 
 /// An rt-app file problem: the same shape as a task-set file problem (file, JSON path of the
@@ -147,21 +151,51 @@ const RTAPP_INT_MAX: i128 = i32::MAX as i128;
 
 const POLICY_NAMES: &str = "SCHED_OTHER, SCHED_BATCH, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCHED_DEADLINE";
 
+/// rt-app's name of an event (`event_data_t.name`, the `desc` of its `rtapp_event` marker), from
+/// parse_task_event_data(): the key for `run`/`runtime`/`sleep`/`yield`, `key:resource` for
+/// events on one resource, `key:resource:mutex` for `wait`/`sync`/`suspend`/`resume` (whose
+/// resources are named after the task), and the buffer's name for `mem`/`iorun`/`memrun`.
+/// rt-app's unique names end with the address of the thread's data in hex; pacer's with `tag`.
+/// Cut as rt-app's 48-byte field cuts them.
+fn rtapp_desc(key: &str, e: &EventTemplate, task: &str, tag: usize) -> String {
+    let two = |r: &str| format!("{key}:{r}");
+    let three = |a: &str, b: &str| format!("{key}:{a}:{b}");
+    let (text, max) = match e {
+        EventTemplate::Plain(Event::Mem { .. } | Event::IoRun { .. }) => (format!("mem{tag:x}"), 47),
+        EventTemplate::Plain(_) => (key.to_string(), 47),
+        EventTemplate::MemRun(m) => (m.buffer_name(tag), 47),
+        EventTemplate::Timer { timer, .. } => match timer {
+            TimerRef::Shared(n) => (two(n), 46),
+            TimerRef::PerThread(n) => (two(&format!("{n}{tag:x}")), 46),
+        },
+        EventTemplate::Shared(se) => (
+            match se {
+                SharedEvent::Lock(r)
+                | SharedEvent::Unlock(r)
+                | SharedEvent::Signal(r)
+                | SharedEvent::Broadcast(r)
+                | SharedEvent::Barrier(r)
+                | SharedEvent::SemPost(r)
+                | SharedEvent::SemWait(r) => two(r),
+                SharedEvent::Fork { task: t, .. } => two(t),
+                SharedEvent::Wait { cond, mutex } | SharedEvent::Sync { cond, mutex } => three(cond, mutex),
+                SharedEvent::Suspend => three(task, task),
+                SharedEvent::Resume(t) => three(t, t),
+            },
+            46,
+        ),
+    };
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => text[..cut].to_string(),
+        None => text,
+    }
+}
+
 // rt-app's event table (`events[]` in rt-app_parse_config.c), in its matching order: a key is an
 // event when it starts with one of these. `runtime` precedes `run` so `runtime2` is not a `run`.
 const EVENT_PREFIXES: [&str; 20] = [
     "lock", "unlock", "wait", "signal", "broad", "sync", "sleep", "runtime", "run", "timer", "suspend",
     "resume", "memrun", "mem", "iorun", "yield", "barrier", "fork", "sem_post", "sem_wait",
-];
-
-// Properties rt-app reads in thread and phase objects that pacer reads only at thread level (or,
-// for NUMA binding, not at all): refused where they are not supported, rather than "unknown key".
-const UNMODELLED_PROPERTIES: [&str; 5] = [
-    "taskgroup",
-    "util_min",
-    "util_max",
-    "nodes_membind",
-    "membind_nodes",
 ];
 
 // Thread-object keys that are not events. `runtime` is deliberately absent: in a thread object it
@@ -182,9 +216,13 @@ const TASK_PROPERTIES: [&str; 12] = [
     "deadline",
 ];
 
-const PHASE_PROPERTIES: [&str; 7] = [
+const PHASE_PROPERTIES: [&str; 11] = [
     "loop",
     "cpus",
+    "taskgroup",
+    "nodes_membind",
+    "util_min",
+    "util_max",
     "policy",
     "priority",
     "dl-runtime",
@@ -457,6 +495,83 @@ enum EventTemplate {
     /// An event naming shared resources (or, for `fork`, a task), resolved once every task is
     /// known.
     Shared(SharedEvent),
+    /// A `memrun`, whose buffer is found or created per thread instance.
+    MemRun(MemRunTemplate),
+}
+
+// A `memrun` event as written.
+#[derive(Debug, Clone)]
+struct MemRunTemplate {
+    kind: MemBufferKind,
+    size: u64,
+    count: u64,
+    /// `ref`: one buffer per name (and type) across the file; `None`: one per thread.
+    reference: Option<String>,
+    /// The event's JSON path.
+    path: String,
+}
+
+impl MemRunTemplate {
+    /// rt-app's name of the buffer: `ref` as written, else the parameters it encodes
+    /// (`memrun_read_<size>`, `memrun_write_<size>`, `memrun_<r|s>_<stride>_<size>`) followed by
+    /// the thread's tag (create_unique_name()).
+    fn buffer_name(&self, tag: usize) -> String {
+        if let Some(r) = &self.reference {
+            return r.clone();
+        }
+        let size = self.size;
+        match self.kind {
+            MemBufferKind::Read => format!("memrun_read_{size}{tag:x}"),
+            MemBufferKind::Write => format!("memrun_write_{size}{tag:x}"),
+            MemBufferKind::Chase { stride, order } => {
+                let o = if order == ChaseOrder::Random { 'r' } else { 's' };
+                format!("memrun_{o}_{stride}_{size}{tag:x}")
+            }
+        }
+    }
+
+    fn access(&self) -> MemAccess {
+        match self.kind {
+            MemBufferKind::Read => MemAccess::Read,
+            MemBufferKind::Write => MemAccess::Write,
+            MemBufferKind::Chase { .. } => MemAccess::Chase,
+        }
+    }
+
+    // "size 4096" or "size 4096, stride 64, pattern random", for conflict messages.
+    fn params(&self) -> String {
+        match self.kind {
+            MemBufferKind::Chase { stride, order } => format!(
+                "size {}, stride {stride}, pattern {}",
+                self.size,
+                if order == ChaseOrder::Random {
+                    "random"
+                } else {
+                    "sequential"
+                }
+            ),
+            _ => format!("size {}", self.size),
+        }
+    }
+}
+
+// How rt-app finds a `memrun` buffer (get_resource_index(): by name and type). Per-thread buffers
+// are keyed by the thread and the parameters their name encodes rather than by the name itself:
+// pacer's short tags could make two encoded names collide (`memrun_read_1` + tag 23 and
+// `memrun_read_12` + tag 3), which rt-app's tags (addresses) never do.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum MemKey {
+    Shared(String, MemAccess),
+    PerThread(usize, MemBufferKind, u64),
+}
+
+// The `memrun` buffers of the file, as they are created.
+#[derive(Default)]
+struct MemBuffers {
+    list: Vec<MemBuffer>,
+    /// The first event naming each buffer (its template), for conflict messages.
+    first: Vec<MemRunTemplate>,
+    by_key: HashMap<MemKey, MemBufferId>,
 }
 
 // Events on named resources, as written; `suspend` names its own task's resources.
@@ -482,7 +597,12 @@ struct PhaseTemplate {
     loops: u64,
     affinity: Option<Vec<usize>>,
     policy: Option<Policy>,
-    events: Vec<EventTemplate>,
+    taskgroup: Option<String>,
+    membind: Option<Vec<u32>>,
+    util_min: Option<u32>,
+    util_max: Option<u32>,
+    /// Each event with its key as written (`run0`, `lock1`).
+    events: Vec<(String, EventTemplate)>,
 }
 
 #[derive(Debug)]
@@ -498,6 +618,7 @@ struct TaskTemplate {
     util_min: Option<u32>,
     util_max: Option<u32>,
     taskgroup: Option<String>,
+    membind: Option<Vec<u32>>,
 }
 
 // The scheduling keys found at one level (thread or phase), with their paths.
@@ -533,7 +654,9 @@ impl<'j> SchedKeys<'j> {
 struct Parser<'a> {
     file: &'a str,
     ignored: Vec<String>,
-    /// (JSON path, why): what pacer cannot run as rt-app would.
+    /// (JSON path, why): what pacer cannot run as rt-app would. Since `memrun`, nothing of
+    /// current rt-app's grammar lands here; the strict/`--lenient` handling stays for what rt-app
+    /// adds next.
     unsupported: Vec<(String, String)>,
 }
 
@@ -550,10 +673,6 @@ impl Parser<'_> {
 
     fn ignore(&mut self, path: &str, why: &str) {
         self.ignored.push(format!("{path}: {why}"));
-    }
-
-    fn unsupported(&mut self, path: &str, why: &str) {
-        self.unsupported.push((path.to_string(), why.to_string()));
     }
 
     fn string<'j>(&self, v: &'j Json, path: &str, what: &str) -> R<&'j str> {
@@ -690,13 +809,14 @@ impl Parser<'_> {
             }
             templates.push(self.task(name, value, &path, &default_policy)?);
         }
-        let (threads, resources) = self.instantiate(templates)?;
+        let (threads, resources, mem_buffers) = self.instantiate(templates)?;
         Ok(Workload {
             threads,
             duration,
             ignored: std::mem::take(&mut self.ignored),
             resources,
             settings,
+            mem_buffers,
         })
     }
 
@@ -871,7 +991,7 @@ impl Parser<'_> {
         // in file order.
         let mut props: HashMap<&str, (&Json, String)> = HashMap::new();
         let mut events: Vec<(&str, &Json, String)> = Vec::new();
-        let (mut util_min, mut util_max, mut taskgroup) = (None, None, None);
+        let (mut util_min, mut util_max, mut taskgroup, mut membind) = (None, None, None, None);
         for (key, v) in entries {
             let p = join(path, key);
             if key == "runtime" && !props.contains_key("runtime") {
@@ -884,21 +1004,14 @@ impl Parser<'_> {
                 } else {
                     props.insert(key.as_str(), (v, p));
                 }
-            } else if key == "util_min" || key == "util_max" {
-                let what = "a utilisation clamp in 0..=1024";
-                let n = self.int(v, &p, what)?;
-                if !(0..=1024).contains(&n) {
-                    return Err(self.err(&p, format!("expected {what}, found {n}")));
-                }
-                if key == "util_min" {
-                    util_min = Some(n as u32);
-                } else {
-                    util_max = Some(n as u32);
-                }
+            } else if key == "util_min" {
+                util_min = Some(self.clamp(v, &p)?);
+            } else if key == "util_max" {
+                util_max = Some(self.clamp(v, &p)?);
             } else if key == "taskgroup" {
-                taskgroup = Some(self.string(v, &p, "a cgroup path such as \"/tg1\"")?.to_string());
-            } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
-                self.unsupported(&p, "NUMA memory binding is not supported");
+                taskgroup = self.taskgroup(v, &p)?;
+            } else if key == "nodes_membind" {
+                membind = Some(self.nodes(v, &p)?);
             } else if key == "lock_order" || key == "resources" {
                 self.ignore(&p, "legacy rt-app resource property, not modelled by pacer");
             } else if event_prefix(key).is_some() {
@@ -991,7 +1104,7 @@ impl Parser<'_> {
                 let mut evs = Vec::with_capacity(events.len());
                 for (key, v, p) in &events {
                     if let Some(e) = self.event(key, v, p)? {
-                        evs.push(e);
+                        evs.push((key.to_string(), e));
                     }
                 }
                 let phase = PhaseTemplate {
@@ -999,6 +1112,10 @@ impl Parser<'_> {
                     loops: phase_loops,
                     affinity: None,
                     policy: None,
+                    taskgroup: None,
+                    membind: None,
+                    util_min: None,
+                    util_max: None,
                     events: evs,
                 };
                 (thread_loops, vec![phase])
@@ -1008,7 +1125,8 @@ impl Parser<'_> {
         // Phases left with nothing pacer can run take no time: drop them.
         let mut kept = Vec::with_capacity(phases.len());
         for ph in phases {
-            if ph.events.is_empty() && ph.policy.is_none() && ph.affinity.is_none() {
+            if ph.events.is_empty() && ph.policy.is_none() && ph.affinity.is_none() && ph.taskgroup.is_none()
+            {
                 if props.contains_key("phases") {
                     self.ignore(&ph.path, "phase has no event pacer runs; dropped");
                 }
@@ -1018,6 +1136,28 @@ impl Parser<'_> {
         }
         if kept.iter().all(|ph| ph.events.is_empty()) {
             return Err(self.err(path, "no event pacer can run; the others are skipped"));
+        }
+        // rt-app's check_taskgroup_policy_dep(): a thread in a task group must be SCHED_OTHER,
+        // SCHED_BATCH or SCHED_IDLE wherever it is in one (the cpu controller's real-time
+        // groups would need their own rt_runtime_us).
+        let (mut now_policy, mut now_group) = (policy, taskgroup.as_deref());
+        for ph in &kept {
+            now_policy = ph.policy.unwrap_or(now_policy);
+            now_group = ph.taskgroup.as_deref().or(now_group);
+            if let Some(g) = now_group.filter(|_| !now_policy.is_fair()) {
+                let at = ph
+                    .taskgroup
+                    .as_ref()
+                    .map_or_else(|| path.to_string(), |_| join(&ph.path, "taskgroup"));
+                return Err(self.err(
+                    at,
+                    format!(
+                        "task group \"{g}\" with policy {}: rt-app supports task groups only for \
+                         SCHED_OTHER, SCHED_BATCH and SCHED_IDLE threads",
+                        now_policy.name()
+                    ),
+                ));
+            }
         }
         Ok(TaskTemplate {
             name: name.to_string(),
@@ -1031,6 +1171,7 @@ impl Parser<'_> {
             util_min,
             util_max,
             taskgroup,
+            membind,
         })
     }
 
@@ -1047,11 +1188,6 @@ impl Parser<'_> {
                 } else {
                     props.insert(key.as_str(), (v, p));
                 }
-            } else if UNMODELLED_PROPERTIES.contains(&key.as_str()) {
-                self.unsupported(
-                    &p,
-                    &format!("phase-level `{key}` is not supported (set it on the task)"),
-                );
             } else if event_prefix(key).is_some() {
                 events.push((key.as_str(), v, p));
             } else if TASK_PROPERTIES.contains(&key.as_str()) {
@@ -1082,10 +1218,20 @@ impl Parser<'_> {
         if let Some(p) = policy {
             *current = p;
         }
+        let taskgroup = match props.get("taskgroup") {
+            None => None,
+            Some((v, p)) => self.taskgroup(v, p)?,
+        };
+        let membind = match props.get("nodes_membind") {
+            None => None,
+            Some((v, p)) => Some(self.nodes(v, p)?),
+        };
+        let util_min = props.get("util_min").map(|(v, p)| self.clamp(v, p)).transpose()?;
+        let util_max = props.get("util_max").map(|(v, p)| self.clamp(v, p)).transpose()?;
         let mut evs = Vec::with_capacity(events.len());
         for (key, v, p) in &events {
             if let Some(e) = self.event(key, v, p)? {
-                evs.push(e);
+                evs.push((key.to_string(), e));
             }
         }
         Ok((
@@ -1094,10 +1240,71 @@ impl Parser<'_> {
                 loops,
                 affinity,
                 policy,
+                taskgroup,
+                membind,
+                util_min,
+                util_max,
                 events: evs,
             },
             forever,
         ))
+    }
+
+    // A `util_min`/`util_max` value: 0..=1024 (rt-app parse_sched_data()).
+    fn clamp(&self, v: &Json, path: &str) -> R<u32> {
+        let what = "a utilisation clamp in 0..=1024";
+        let n = self.int(v, path, what)?;
+        if !(0..=1024).contains(&n) {
+            return Err(self.err(path, format!("expected {what}, found {n}")));
+        }
+        Ok(n as u32)
+    }
+
+    // A `nodes_membind` value: an array of NUMA node numbers (rt-app parse_numa_data(); which
+    // nodes exist is the executor's to check, as rt-app checks against the machine it runs on).
+    fn nodes(&self, v: &Json, path: &str) -> R<Vec<u32>> {
+        let what = "an array of NUMA node numbers such as [0, 1]";
+        let Json::Arr(items) = v else {
+            return Err(self.err(path, format!("expected {what}, found {}", v.describe())));
+        };
+        if items.is_empty() {
+            return Err(self.err(path, format!("expected {what}, found an empty array")));
+        }
+        let mut nodes = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let n = self.int(item, &p, "a NUMA node number ≥ 0")?;
+            let n = u32::try_from(n)
+                .ok()
+                .filter(|&n| n < 1024)
+                .ok_or_else(|| self.err(&p, format!("expected a NUMA node number in 0..1024, found {n}")))?;
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+        nodes.sort_unstable();
+        Ok(nodes)
+    }
+
+    // A `taskgroup` value: a cgroup path under the cpu controller, starting with `/` (rt-app
+    // parse_taskgroup_data(); an empty string means none). `.` and `..` components are refused
+    // so that the group stays inside the controller's hierarchy.
+    fn taskgroup(&self, v: &Json, path: &str) -> R<Option<String>> {
+        let what = "a cgroup path starting with \"/\", such as \"/tg1\" or \"/tg1/tg11\"";
+        let g = self.string(v, path, what)?;
+        if g.is_empty() {
+            return Ok(None);
+        }
+        if !g.starts_with('/') {
+            return Err(self.err(path, format!("expected {what}, found \"{g}\"")));
+        }
+        if g.split('/').any(|c| c == "." || c == ".." || c.contains('\n')) {
+            return Err(self.err(
+                path,
+                format!("expected {what} without `.`, `..` or line breaks, found {g:?}"),
+            ));
+        }
+        Ok(Some(g.to_string()))
     }
 
     fn policy_name(&self, v: &Json, path: &str) -> R<PolicyKind> {
@@ -1312,13 +1519,7 @@ impl Parser<'_> {
                     Event::IoRun { bytes: n as u64 }
                 }
             }
-            "memrun" => {
-                self.unsupported(
-                    path,
-                    "the `memrun` event (sized read/write/chase buffers) is not supported",
-                );
-                return Ok(None);
-            }
+            "memrun" => return self.memrun(v, path),
             "wait" | "sync" => {
                 // An object {"ref": cond, "mutex": mutex}; rt-app names a missing one "unknown".
                 let entries = self.object(v, path, "an object {\"ref\": condition, \"mutex\": mutex}")?;
@@ -1369,6 +1570,202 @@ impl Parser<'_> {
             }
         };
         Ok(Some(EventTemplate::Plain(ev)))
+    }
+
+    // A `memrun` object (parse_task_event_data(): `type`, `size` and `count` required, `stride`
+    // (64) and `pattern` (random) for chase, `ref` optional). json-c gives null for a null value
+    // and for a missing key alike, so null counts as missing, as under rt-app.
+    fn memrun(&mut self, v: &Json, path: &str) -> R<Option<EventTemplate>> {
+        let entries = self.object(
+            v,
+            path,
+            "an object {\"type\": \"read\"|\"write\"|\"chase\", \"size\": bytes, \"count\": n, …}",
+        )?;
+        let get = |k: &str| {
+            entries
+                .iter()
+                .find(|(key, val)| key == k && *val != Json::Null)
+                .map(|(_, val)| val)
+        };
+        let tpath = join(path, "type");
+        let types = "\"read\", \"write\" or \"chase\"";
+        let access = match get("type") {
+            None => return Err(self.err(tpath, format!("missing: expected {types}"))),
+            Some(Json::Str(t)) if t == "read" => MemAccess::Read,
+            Some(Json::Str(t)) if t == "write" => MemAccess::Write,
+            Some(Json::Str(t)) if t == "chase" => MemAccess::Chase,
+            Some(other) => {
+                return Err(self.err(tpath, format!("expected {types}, found {}", other.describe())))
+            }
+        };
+        let spath = join(path, "size");
+        let what = "a buffer size in bytes ≥ 1";
+        let size = match get("size") {
+            None => return Err(self.err(spath, format!("missing: expected {what}"))),
+            Some(v) => self.int(v, &spath, what)?,
+        };
+        if size < 1 {
+            return Err(self.err(spath, format!("expected {what}, found {size}")));
+        }
+        let cpath = join(path, "count");
+        let what = match access {
+            MemAccess::Chase => "a number of pointer hops ≥ 0",
+            _ => "a number of bytes ≥ 0",
+        };
+        let count = match get("count") {
+            None => return Err(self.err(cpath, format!("missing: expected {what}"))),
+            Some(v) => self.int(v, &cpath, what)?,
+        };
+        if count < 0 {
+            return Err(self.err(cpath, format!("expected {what}, found {count}")));
+        }
+        let reference = match get("ref") {
+            None => None,
+            Some(Json::Str(r)) => Some(r.clone()),
+            Some(other) => {
+                return Err(self.err(
+                    join(path, "ref"),
+                    format!("expected a buffer name (string), found {}", other.describe()),
+                ))
+            }
+        };
+        let kind = match access {
+            MemAccess::Read | MemAccess::Write => {
+                for k in ["stride", "pattern"] {
+                    if get(k).is_some() {
+                        self.ignore(
+                            &join(path, k),
+                            "only a chase reads it; rt-app ignores it for read and write",
+                        );
+                    }
+                }
+                if access == MemAccess::Read {
+                    MemBufferKind::Read
+                } else {
+                    MemBufferKind::Write
+                }
+            }
+            MemAccess::Chase => {
+                let ppath = join(path, "stride");
+                let what = format!("a stride in bytes ≥ {CHASE_MIN_STRIDE} (a pointer's size)");
+                let stride = match get("stride") {
+                    None => 64,
+                    Some(v) => self.int(v, &ppath, &what)?,
+                };
+                if stride < CHASE_MIN_STRIDE as i64 {
+                    // Smaller, rt-app's pointers overlap and corrupt the chain; 0 divides by 0.
+                    return Err(self.err(ppath, format!("expected {what}, found {stride}")));
+                }
+                let order = match get("pattern") {
+                    None => ChaseOrder::Random,
+                    Some(Json::Str(p)) if p == "random" => ChaseOrder::Random,
+                    Some(Json::Str(p)) if p == "sequential" => ChaseOrder::Sequential,
+                    // rt-app takes any other string for "random"; a misspelt "sequential" would
+                    // silently change the access pattern.
+                    Some(other) => {
+                        return Err(self.err(
+                            join(path, "pattern"),
+                            format!(
+                                "expected \"random\" or \"sequential\", found {}",
+                                other.describe()
+                            ),
+                        ))
+                    }
+                };
+                if size / stride < 2 {
+                    // rt-app logs "mem_chase buffer too small" and leaves the chain unbuilt: the
+                    // event then does nothing.
+                    return Err(self.err(
+                        join(path, "size"),
+                        format!(
+                            "expected at least 2 × stride ({} bytes) for a chain of 2 positions, found {size}",
+                            2 * stride
+                        ),
+                    ));
+                }
+                MemBufferKind::Chase {
+                    stride: stride as u64,
+                    order,
+                }
+            }
+        };
+        for (k, _) in entries {
+            if !["type", "size", "count", "stride", "pattern", "ref"].contains(&k.as_str()) {
+                self.ignore(
+                    &join(path, k),
+                    "not a key of memrun (type, size, count, stride, pattern, ref); rt-app ignores it too",
+                );
+            }
+        }
+        Ok(Some(EventTemplate::MemRun(MemRunTemplate {
+            kind,
+            size: size as u64,
+            count: count as u64,
+            reference,
+            path: path.to_string(),
+        })))
+    }
+
+    // The buffer of `m` run by the thread tagged `tag`: found by rt-app's rule, or created. Events
+    // sharing a `ref` and a type must agree on the parameters (rt-app's validate_init_args()).
+    fn mem_buffer(&mut self, bufs: &mut MemBuffers, m: &MemRunTemplate, tag: usize) -> R<MemBufferId> {
+        let key = match &m.reference {
+            Some(r) => MemKey::Shared(r.clone(), m.access()),
+            None => MemKey::PerThread(tag, m.kind, m.size),
+        };
+        if let Some(&id) = bufs.by_key.get(&key) {
+            let first = &bufs.first[id.0];
+            if first.kind == m.kind && first.size == m.size {
+                return Ok(id);
+            }
+            let field = match (first.kind, m.kind) {
+                _ if first.size != m.size => "size",
+                (MemBufferKind::Chase { stride: a, .. }, MemBufferKind::Chase { stride: b, .. })
+                    if a != b =>
+                {
+                    "stride"
+                }
+                _ => "pattern",
+            };
+            return Err(self.err(
+                join(&m.path, field),
+                format!(
+                    "memrun buffer \"{}\" is also used by `{}` with {}, here with {}: memrun events \
+                     sharing a `ref` and a type must agree on size, stride and pattern (rt-app \
+                     exits: \"shared with mismatched params\")",
+                    bufs.list[id.0].name,
+                    first.path,
+                    first.params(),
+                    m.params()
+                ),
+            ));
+        }
+        if let Some(r) = &m.reference {
+            // rt-app tells buffers apart by name and type: one `ref` for two types is two buffers.
+            if let Some(other) = bufs
+                .first
+                .iter()
+                .find(|o| o.reference.as_ref() == Some(r) && o.access() != m.access())
+            {
+                let note = format!(
+                    "`ref` \"{r}\" also names a {} buffer (`{}`); as in rt-app, buffers are told \
+                     apart by name and type, so this {} buffer is another one",
+                    other.access().name(),
+                    other.path,
+                    m.access().name()
+                );
+                self.ignore(&join(&m.path, "ref"), &note);
+            }
+        }
+        let id = MemBufferId(bufs.list.len());
+        bufs.list.push(MemBuffer {
+            name: m.buffer_name(tag),
+            size: m.size,
+            kind: m.kind,
+        });
+        bufs.first.push(m.clone());
+        bufs.by_key.insert(key, id);
+        Ok(id)
     }
 
     fn timer(&mut self, v: &Json, path: &str) -> R<Option<EventTemplate>> {
@@ -1433,7 +1830,10 @@ impl Parser<'_> {
     }
 
     // Expands tasks into threads and gives timers and shared resources their ids, in file order.
-    fn instantiate(&mut self, tasks: Vec<TaskTemplate>) -> R<(Vec<ThreadSpec>, Vec<Resource>)> {
+    fn instantiate(
+        &mut self,
+        tasks: Vec<TaskTemplate>,
+    ) -> R<(Vec<ThreadSpec>, Vec<Resource>, Vec<MemBuffer>)> {
         // A task with `instance: 0` still needs one spec, for its `fork`s to start.
         let specs_of = |t: &TaskTemplate| t.instances.max(1);
         let total: u64 = tasks.iter().map(specs_of).fold(0, u64::saturating_add);
@@ -1498,6 +1898,7 @@ impl Parser<'_> {
         let mut threads = Vec::with_capacity(total as usize);
         let mut names: HashMap<String, String> = HashMap::with_capacity(total as usize);
         let mut barrier_users: HashMap<ResourceId, u32> = HashMap::new();
+        let mut mem = MemBuffers::default();
         // rt-app's thread index counts the threads created at the start, in file order.
         let mut index = 0u32;
         for task in &tasks {
@@ -1518,11 +1919,24 @@ impl Parser<'_> {
                 }
                 let mut private: HashMap<String, TimerId> = HashMap::new();
                 let mut phases = Vec::with_capacity(task.phases.len());
+                // rt-app's per-thread tag (the address of its thread data) in unique resource
+                // names; here the thread's position in the workload, which is stable.
+                let tag = threads.len() + 1;
                 for ph in &task.phases {
                     let mut events = Vec::with_capacity(ph.events.len());
-                    for e in &ph.events {
+                    let descs = ph
+                        .events
+                        .iter()
+                        .map(|(key, e)| rtapp_desc(key, e, &task.name, tag))
+                        .collect();
+                    for (_, e) in &ph.events {
                         events.push(match e {
                             EventTemplate::Plain(ev) => ev.clone(),
+                            EventTemplate::MemRun(m) => Event::MemRun {
+                                buffer: self.mem_buffer(&mut mem, m, tag)?,
+                                access: m.access(),
+                                count: m.count,
+                            },
                             EventTemplate::Timer {
                                 timer,
                                 period,
@@ -1612,6 +2026,11 @@ impl Parser<'_> {
                         events,
                         affinity: ph.affinity.clone(),
                         policy: ph.policy,
+                        taskgroup: ph.taskgroup.clone(),
+                        membind: ph.membind.clone(),
+                        util_min: ph.util_min,
+                        util_max: ph.util_max,
+                        event_descs: descs,
                     });
                 }
                 let thread_index = if forked {
@@ -1636,6 +2055,7 @@ impl Parser<'_> {
                     util_min: task.util_min,
                     util_max: task.util_max,
                     taskgroup: task.taskgroup.clone(),
+                    membind: task.membind.clone(),
                 });
             }
         }
@@ -1655,7 +2075,7 @@ impl Parser<'_> {
                 }
             }
         }
-        Ok((threads, resources))
+        Ok((threads, resources, mem.list))
     }
 }
 

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use pacer_model::{Duration, Reservation};
 use pacer_workload::{
-    parse_rtapp, parse_rtapp_with, read_rtapp, Event, FtraceCategories, Phase, Policy, ResourceId,
-    ResourceKind, RtAppError, RtAppOptions, ThreadSpec, TimerId, TimerMode, Work, Workload,
+    parse_rtapp, parse_rtapp_with, read_rtapp, ChaseOrder, Event, FtraceCategories, MemAccess, MemBuffer,
+    MemBufferId, MemBufferKind, Phase, Policy, ResourceId, ResourceKind, RtAppError, RtAppOptions,
+    ThreadSpec, TimerId, TimerMode, Work, Workload,
 };
 use proptest::prelude::*;
 
@@ -27,6 +28,9 @@ fn unnamed(mut w: Workload) -> Workload {
     for t in &mut w.threads {
         t.rtapp_name = None;
         t.index = 0;
+        for p in &mut t.phases {
+            p.event_descs.clear();
+        }
     }
     w
 }
@@ -579,17 +583,10 @@ fn ignored_keys_are_listed_with_their_path() {
     let text = r#"{"resources":{},"extra":1,"global":{"calibration":100,"spacing":2},
             "tasks":{"t":{"taskgroup":"/a","util_min":10,"colour":"red","run":1,"nodes_membind":[0],
                           "timer":{"ref":"x","period":0}},
-                     "p":{"run":5,"phases":{"a":{"util_max":5,"instance":3,"run":1,"memrun":{}}}}}}"#;
-    // Strict by default: what would change the workload's meaning is refused, all of it named.
-    let e = parse_rtapp(text, "t.json").unwrap_err().to_string();
-    for p in [
-        "tasks.t.nodes_membind",
-        "tasks.p.phases.a.util_max",
-        "tasks.p.phases.a.memrun",
-    ] {
-        assert!(e.contains(p), "{p} not in {e}");
-    }
+                     "p":{"run":5,"phases":{"a":{"util_max":5,"instance":3,"run":1}}}}}"#;
+    // Nothing of current rt-app is left for `--lenient` to skip: both read the file alike.
     let w = unnamed(parse_rtapp_with(text, "t.json", &RtAppOptions { lenient: true }).unwrap());
+    assert_eq!(w, unnamed(parse_rtapp(text, "t.json").unwrap()));
     for p in [
         "resources",
         "extra",
@@ -598,10 +595,6 @@ fn ignored_keys_are_listed_with_their_path() {
         "tasks.t.timer.period",
         "tasks.p.run",
         "tasks.p.phases.a.instance",
-        // Skipped only because --lenient says so.
-        "tasks.t.nodes_membind",
-        "tasks.p.phases.a.util_max",
-        "tasks.p.phases.a.memrun",
     ] {
         assert!(has_ignored(&w, p), "{p} not in {:#?}", w.ignored);
     }
@@ -613,6 +606,23 @@ fn ignored_keys_are_listed_with_their_path() {
     );
     assert_eq!(t.phases[0].events, vec![run(1)]);
     assert_eq!(w.threads[1].phases[0].events, vec![run(1)]);
+    assert_eq!(w.threads[1].phases[0].util_max, Some(5));
+}
+
+/// `util_min`/`util_max` at phase level (rt-app's tutorial: "task level or phase level"),
+/// 0..=1024.
+#[test]
+fn utilisation_clamps_at_phase_level() {
+    let w = parse(
+        r#"{"tasks":{"t":{"util_max":800,"phases":{"a":{"run":1,"util_min":100},"b":{"run":1,"util_max":1024},"c":{"run":1}}}}}"#,
+    );
+    let t = &w.threads[0];
+    assert_eq!(t.util_max, Some(800));
+    let clamps: Vec<_> = t.phases.iter().map(|p| (p.util_min, p.util_max)).collect();
+    assert_eq!(clamps, [(Some(100), None), (None, Some(1024)), (None, None)]);
+    let (f, m) = field_err(r#"{"tasks":{"t":{"phases":{"a":{"run":1,"util_min":1025}}}}}"#);
+    assert_eq!(f, "tasks.t.phases.a.util_min");
+    assert!(m.contains("0..=1024"), "{m}");
 }
 
 #[test]
@@ -944,9 +954,6 @@ fn threads_without_events() {
     let (f, m) = field_err(r#"{"tasks":{"t":{"loop":3}}}"#);
     assert_eq!(f, "tasks.t");
     assert!(m.contains("at least one event"), "{m}");
-    let (f, m) = field_err(r#"{"tasks":{"t":{"run":1,"memrun":{"type":"read"}}}}"#);
-    assert_eq!(f, "tasks.t.memrun");
-    assert!(m.contains("memrun") && m.contains("--lenient"), "{m}");
     assert_eq!(
         field_err(r#"{"tasks":{"t":{"phases":{"p":{"loop":2}}}}}"#).0,
         "tasks.t.phases.p"
@@ -1094,4 +1101,472 @@ proptest! {
             prop_assert!(used.into_iter().all(|u| u));
         }
     }
+}
+
+/// rt-app's `taskgroup` at thread and phase level (tutorial examples 10 and 11): a path from the
+/// cpu controller's root; phase-level groups are sticky, `/` is the root; only fair policies
+/// may be in a group (rt-app's check_taskgroup_policy_dep()).
+#[test]
+fn task_groups_at_thread_and_phase_level() {
+    let w = parse(
+        r#"{"tasks":{"t":{"loop":-1,"taskgroup":"/tg1","phases":{
+              "a":{"run":10,"sleep":10,"taskgroup":"/tg1/tg11"},
+              "b":{"run":10},
+              "c":{"run":10,"taskgroup":"/"}}}}}"#,
+    );
+    let t = &w.threads[0];
+    assert_eq!(t.taskgroup.as_deref(), Some("/tg1"));
+    let groups: Vec<Option<&str>> = t.phases.iter().map(|p| p.taskgroup.as_deref()).collect();
+    assert_eq!(groups, [Some("/tg1/tg11"), None, Some("/")]);
+    // An empty string is no group, as in rt-app.
+    let w = parse(r#"{"tasks":{"t":{"run":1,"taskgroup":""}}}"#);
+    assert_eq!(w.threads[0].taskgroup, None);
+
+    for (text, field, says) in [
+        (
+            r#"{"tasks":{"t":{"run":1,"taskgroup":"tg1"}}}"#,
+            "tasks.t.taskgroup",
+            "starting with \"/\"",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"taskgroup":"/a/../b"}}}"#,
+            "tasks.t.taskgroup",
+            "without `.`, `..`",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"taskgroup":3}}}"#,
+            "tasks.t.taskgroup",
+            "cgroup path",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"policy":"SCHED_FIFO","taskgroup":"/g"}}}"#,
+            "tasks.t",
+            "policy SCHED_FIFO",
+        ),
+        // The policy a phase sets meets the group an earlier phase set.
+        (
+            r#"{"tasks":{"t":{"phases":{"a":{"run":1,"taskgroup":"/g"},"b":{"run":1,"policy":"SCHED_RR"}}}}}"#,
+            "tasks.t",
+            "policy SCHED_RR",
+        ),
+        (
+            r#"{"tasks":{"t":{"policy":"SCHED_FIFO","phases":{"a":{"run":1,"taskgroup":"/g"}}}}}"#,
+            "tasks.t.phases.a.taskgroup",
+            "only for SCHED_OTHER, SCHED_BATCH and SCHED_IDLE",
+        ),
+    ] {
+        let (f, m) = field_err(text);
+        assert_eq!(f, field, "{text}: {m}");
+        assert!(m.contains(says), "{text}: {m}");
+    }
+    // SCHED_BATCH and SCHED_IDLE threads may be in groups.
+    parse(r#"{"tasks":{"t":{"run":1,"policy":"SCHED_BATCH","taskgroup":"/g"}}}"#);
+    parse(r#"{"tasks":{"t":{"run":1,"policy":"SCHED_IDLE","taskgroup":"/g"}}}"#);
+}
+
+/// rt-app's `nodes_membind` at thread and phase level (its tutorial's example): an array of
+/// node numbers, kept sorted without repeats; phases without one keep the current binding.
+#[test]
+fn memory_binding_at_thread_and_phase_level() {
+    let w = parse(
+        r#"{"tasks":{
+              "thread1":{"nodes_membind":[3,2],"phases":{"phase1":{"run":10,"sleep":10}}},
+              "thread2":{"phases":{"phase1":{"nodes_membind":[0,1,1],"run":10,"sleep":10},
+                                   "phase2":{"nodes_membind":[2],"run":10,"sleep":10},
+                                   "phase3":{"run":10}}}}}"#,
+    );
+    assert_eq!(w.threads[0].membind, Some(vec![2, 3]));
+    let phases: Vec<Option<Vec<u32>>> = w.threads[1].phases.iter().map(|p| p.membind.clone()).collect();
+    assert_eq!(phases, [Some(vec![0, 1]), Some(vec![2]), None]);
+    assert_eq!(w.threads[1].membind, None);
+    for (text, field) in [
+        (
+            r#"{"tasks":{"t":{"run":1,"nodes_membind":0}}}"#,
+            "tasks.t.nodes_membind",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"nodes_membind":[]}}}"#,
+            "tasks.t.nodes_membind",
+        ),
+        (
+            r#"{"tasks":{"t":{"run":1,"nodes_membind":[0,-1]}}}"#,
+            "tasks.t.nodes_membind[1]",
+        ),
+        (
+            r#"{"tasks":{"t":{"phases":{"p":{"run":1,"nodes_membind":["a"]}}}}}"#,
+            "tasks.t.phases.p.nodes_membind[0]",
+        ),
+    ] {
+        let (f, m) = field_err(text);
+        assert_eq!(f, field, "{text}: {m}");
+        assert!(m.contains("NUMA node"), "{text}: {m}");
+    }
+}
+
+/// Each event keeps rt-app's name for it (`event_data_t.name`, the `desc` of its `rtapp_event`
+/// marker): the key, `key:resource`, `key:cond:mutex`, unique names with the thread's tag.
+#[test]
+fn events_keep_rt_app_names_for_the_trace_markers() {
+    let parse = |text: &str| parse_rtapp(text, "t.json").unwrap_or_else(|e| panic!("{e}"));
+    let w = parse(
+        r#"{"tasks":{
+              "a":{"run0":10,"lock":"m","wait":{"ref":"c","mutex":"m"},"unlock":"m","barrier":"b",
+                   "sleep_long":5,"mem":8,"suspend":"a","timer":{"ref":"unique_t","period":100},
+                   "resume":"b","fork":"w","sem_post":"s","yield":""},
+              "b":{"barrier":"b","sem_wait":"s","timer":{"ref":"shared","period":100},
+                   "suspend":"b","signal":"c","sync":{"ref":"c","mutex":"m"},"broad":"c","iorun":4},
+              "w":{"instance":0,"run":1}}}"#,
+    );
+    let descs: Vec<&str> = w.threads[0].phases[0]
+        .event_descs
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        descs,
+        [
+            "run0",
+            "lock:m",
+            "wait:c:m",
+            "unlock:m",
+            "barrier:b",
+            "sleep_long",
+            "mem1",
+            "suspend:a:a",
+            "timer:unique_t1",
+            "resume:b:b",
+            "fork:w",
+            "sem_post:s",
+            "yield"
+        ]
+    );
+    let descs: Vec<&str> = w.threads[1].phases[0]
+        .event_descs
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        descs,
+        [
+            "barrier:b",
+            "sem_wait:s",
+            "timer:shared",
+            "suspend:b:b",
+            "signal:c",
+            "sync:c:m",
+            "broad:c",
+            "mem2"
+        ]
+    );
+    assert_eq!(
+        w.threads[0].phases[0].event_descs.len(),
+        w.threads[0].phases[0].events.len()
+    );
+    // rt-app's 48-byte field: 46 characters after a `key:` prefix.
+    let long = "x".repeat(60);
+    let w = parse(&format!(
+        r#"{{"tasks":{{"t":{{"lock":"{long}","unlock":"{long}"}}}}}}"#
+    ));
+    assert_eq!(
+        w.threads[0].phases[0].event_descs[0],
+        format!("lock:{}", &long[..41])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// memrun
+
+fn memrun(buffer: usize, access: MemAccess, count: u64) -> Event {
+    Event::MemRun {
+        buffer: MemBufferId(buffer),
+        access,
+        count,
+    }
+}
+
+/// rt-app's `memrun` (tutorial "memrun", parse_task_event_data()): per-thread buffers keyed by
+/// type and parameters, shared ones by `ref` and type, rt-app's names for both.
+#[test]
+fn memrun_events_and_their_buffers() {
+    let w = parse_rtapp(
+        r#"{"tasks":{
+              "a":{"instance":2,
+                   "memrun":{"type":"read","size":4096,"count":10000},
+                   "memrun1":{"type":"read","size":4096,"count":5},
+                   "memrun2":{"type":"write","size":4096,"count":7},
+                   "memrun3":{"type":"chase","size":1048576,"count":100},
+                   "memrun4":{"type":"chase","size":1000,"stride":16,"pattern":"sequential",
+                              "count":3,"ref":"shared"}},
+              "b":{"memrun":{"type":"chase","size":1000,"stride":16,"pattern":"sequential",
+                             "count":1,"ref":"shared"},
+                   "memrun_r":{"type":"read","size":64,"count":0,"ref":"shared","stride":null}}}}"#,
+        "t.json",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    use MemAccess::{Chase, Read, Write};
+    // Thread a-0 (tag 1): the two reads of one size share its buffer; the shared chain is 3.
+    assert_eq!(
+        w.threads[0].phases[0].events,
+        [
+            memrun(0, Read, 10000),
+            memrun(0, Read, 5),
+            memrun(1, Write, 7),
+            memrun(2, Chase, 100),
+            memrun(3, Chase, 3)
+        ]
+    );
+    // Thread a-1 (tag 2) has buffers of its own, but the same shared chain.
+    assert_eq!(
+        w.threads[1].phases[0].events,
+        [
+            memrun(4, Read, 10000),
+            memrun(4, Read, 5),
+            memrun(5, Write, 7),
+            memrun(6, Chase, 100),
+            memrun(3, Chase, 3)
+        ]
+    );
+    // `b` shares the chain; a read buffer named "shared" is another buffer (name and type).
+    assert_eq!(
+        w.threads[2].phases[0].events,
+        [memrun(3, Chase, 1), memrun(7, Read, 0)]
+    );
+    let names: Vec<&str> = w.mem_buffers.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "memrun_read_40961",
+            "memrun_write_40961",
+            "memrun_r_64_10485761",
+            "shared",
+            "memrun_read_40962",
+            "memrun_write_40962",
+            "memrun_r_64_10485762",
+            "shared"
+        ]
+    );
+    let seq = MemBufferKind::Chase {
+        stride: 16,
+        order: ChaseOrder::Sequential,
+    };
+    assert_eq!(
+        w.mem_buffers[3],
+        MemBuffer {
+            name: "shared".into(),
+            size: 1000,
+            kind: seq
+        }
+    );
+    // 1000 / 16 = 62 positions, rounded down to 32: 512 bytes of chain.
+    assert_eq!(w.mem_buffers[3].chase_positions(), Some(32));
+    assert_eq!(w.mem_buffers[3].footprint(), 512);
+    assert_eq!(
+        w.mem_buffers[2].kind,
+        MemBufferKind::Chase {
+            stride: 64,
+            order: ChaseOrder::Random
+        }
+    );
+    assert_eq!(w.mem_buffers[7].kind, MemBufferKind::Read);
+    assert!(
+        w.ignored
+            .iter()
+            .any(|n| n.starts_with("tasks.b.memrun_r.ref: ") && n.contains("chase")),
+        "{:#?}",
+        w.ignored
+    );
+    // The marker's desc is the buffer's name, as rt-app's data->name.
+    assert_eq!(
+        w.threads[1].phases[0].event_descs,
+        [
+            "memrun_read_40962",
+            "memrun_read_40962",
+            "memrun_write_40962",
+            "memrun_r_64_10485762",
+            "shared"
+        ]
+    );
+    for t in &w.threads {
+        for e in &t.phases[0].events {
+            if let Event::MemRun { buffer, access, .. } = *e {
+                assert_eq!(w.mem_buffer_problem(buffer, access), None);
+            }
+        }
+    }
+    assert!(w.mem_buffer_problem(MemBufferId(0), Write).is_some());
+    assert!(w.mem_buffer_problem(MemBufferId(8), Read).is_some());
+}
+
+#[test]
+fn memrun_keys_rt_app_ignores_are_noted() {
+    let w = parse(
+        r#"{"tasks":{"t":{"memrun":{"type":"write","size":8,"count":1,"stride":8,"pattern":"random",
+                                  "colour":"red","ref":null}}}}"#,
+    );
+    for p in [
+        "tasks.t.memrun.stride",
+        "tasks.t.memrun.pattern",
+        "tasks.t.memrun.colour",
+    ] {
+        assert!(has_ignored(&w, p), "{p} not in {:#?}", w.ignored);
+    }
+    // `ref: null` is no `ref` (json-c gives null for both): a per-thread buffer.
+    assert_eq!(w.mem_buffers[0].name, "memrun_write_81");
+    // A long `ref` is cut at rt-app's 48-byte name in the marker, not in the buffer's name.
+    let long = "x".repeat(60);
+    let w = parse_rtapp(
+        &format!(r#"{{"tasks":{{"t":{{"memrun":{{"type":"read","size":8,"count":1,"ref":"{long}"}}}}}}}}"#),
+        "t.json",
+    )
+    .unwrap();
+    assert_eq!(w.mem_buffers[0].name, long);
+    assert_eq!(w.threads[0].phases[0].event_descs[0], long[..47]);
+}
+
+#[test]
+fn memrun_errors_name_their_field() {
+    let t = |m: &str| format!(r#"{{"tasks":{{"t":{{"run":1,"memrun":{m}}}}}}}"#);
+    for (event, field, says) in [
+        ("5", "tasks.t.memrun", "expected an object"),
+        ("{}", "tasks.t.memrun.type", "missing"),
+        (
+            r#"{"type":null,"size":1,"count":1}"#,
+            "tasks.t.memrun.type",
+            "missing",
+        ),
+        (
+            r#"{"type":"copy","size":1,"count":1}"#,
+            "tasks.t.memrun.type",
+            "\"copy\"",
+        ),
+        (
+            r#"{"type":1,"size":1,"count":1}"#,
+            "tasks.t.memrun.type",
+            "integer 1",
+        ),
+        (r#"{"type":"read","count":1}"#, "tasks.t.memrun.size", "missing"),
+        (
+            r#"{"type":"read","size":0,"count":1}"#,
+            "tasks.t.memrun.size",
+            "≥ 1, found 0",
+        ),
+        (
+            r#"{"type":"write","size":-5,"count":1}"#,
+            "tasks.t.memrun.size",
+            "found -5",
+        ),
+        (
+            r#"{"type":"read","size":"1","count":1}"#,
+            "tasks.t.memrun.size",
+            "string",
+        ),
+        (
+            r#"{"type":"read","size":4294967296,"count":1}"#,
+            "tasks.t.memrun.size",
+            "32-bit",
+        ),
+        (r#"{"type":"read","size":1}"#, "tasks.t.memrun.count", "missing"),
+        (
+            r#"{"type":"read","size":1,"count":-1}"#,
+            "tasks.t.memrun.count",
+            "found -1",
+        ),
+        (
+            r#"{"type":"chase","size":128,"count":1.5}"#,
+            "tasks.t.memrun.count",
+            "non-integer",
+        ),
+        (
+            r#"{"type":"read","size":1,"count":1,"ref":3}"#,
+            "tasks.t.memrun.ref",
+            "string",
+        ),
+        (
+            r#"{"type":"chase","size":4096,"count":1,"stride":4}"#,
+            "tasks.t.memrun.stride",
+            "≥ 8",
+        ),
+        (
+            r#"{"type":"chase","size":4096,"count":1,"stride":0}"#,
+            "tasks.t.memrun.stride",
+            "found 0",
+        ),
+        (
+            r#"{"type":"chase","size":4096,"count":1,"stride":"64"}"#,
+            "tasks.t.memrun.stride",
+            "string",
+        ),
+        (
+            r#"{"type":"chase","size":4096,"count":1,"pattern":"sequantial"}"#,
+            "tasks.t.memrun.pattern",
+            "\"sequantial\"",
+        ),
+        (
+            r#"{"type":"chase","size":127,"count":1}"#,
+            "tasks.t.memrun.size",
+            "2 × stride (128 bytes)",
+        ),
+    ] {
+        let (f, m) = field_err(&t(event));
+        assert_eq!(f, field, "{event}: {m}");
+        assert!(m.contains(says), "{event}: {m}");
+    }
+    // Two positions are enough.
+    assert_eq!(
+        parse(&t(r#"{"type":"chase","size":128,"count":1}"#))
+            .mem_buffers
+            .len(),
+        1
+    );
+}
+
+/// rt-app exits when memrun events share a `ref` and a type but not their parameters
+/// (validate_init_args()); pacer names the first field that differs.
+#[test]
+fn memrun_buffers_shared_by_ref_must_agree() {
+    let two = |a: &str, b: &str| {
+        format!(r#"{{"tasks":{{"a":{{"memrun":{a}}},"b":{{"phases":{{"p":{{"memrun":{b}}}}}}}}}}}"#)
+    };
+    for (a, b, field, says) in [
+        (
+            r#"{"type":"read","size":64,"count":1,"ref":"x"}"#,
+            r#"{"type":"read","size":128,"count":1,"ref":"x"}"#,
+            "tasks.b.phases.p.memrun.size",
+            "`tasks.a.memrun` with size 64, here with size 128",
+        ),
+        (
+            r#"{"type":"chase","size":4096,"count":1,"ref":"x"}"#,
+            r#"{"type":"chase","size":4096,"stride":128,"count":1,"ref":"x"}"#,
+            "tasks.b.phases.p.memrun.stride",
+            "size 4096, stride 64, pattern random, here with size 4096, stride 128",
+        ),
+        (
+            r#"{"type":"chase","size":4096,"count":1,"ref":"x"}"#,
+            r#"{"type":"chase","size":4096,"pattern":"sequential","count":1,"ref":"x"}"#,
+            "tasks.b.phases.p.memrun.pattern",
+            "pattern sequential",
+        ),
+    ] {
+        let (f, m) = field_err(&two(a, b));
+        assert_eq!(f, field, "{m}");
+        assert!(m.contains(says) && m.contains("\"x\""), "{m}");
+    }
+    // Agreeing events share one buffer, whatever their counts; without `ref`, the same
+    // parameters in two tasks are two buffers.
+    let w = parse(&two(
+        r#"{"type":"chase","size":4096,"count":1,"ref":"x"}"#,
+        r#"{"type":"chase","size":4096,"stride":64,"pattern":"random","count":9,"ref":"x"}"#,
+    ));
+    assert_eq!(w.mem_buffers.len(), 1);
+    let w = parse(&two(
+        r#"{"type":"write","size":64,"count":1}"#,
+        r#"{"type":"write","size":64,"count":1}"#,
+    ));
+    assert_eq!(w.mem_buffers.len(), 2);
+    // A forked task's threads all run its one spec: one per-thread buffer for every fork, as
+    // rt-app's forks share the template's resources.
+    let w = parse(
+        r#"{"tasks":{"p":{"fork":"c","sleep":10},"c":{"instance":0,"memrun":{"type":"read","size":64,"count":1}}}}"#,
+    );
+    assert_eq!(w.mem_buffers.len(), 1);
 }

@@ -78,14 +78,31 @@ static void jobs(pacer_session *s, int n, int units, int64_t period_ns, struct t
     }
 }
 
-static pid_t worker_tid;
-static volatile int worker_go;
+static volatile pid_t worker_tid;
+/* The worker waits for its start in one blocking read: a wait that woke it now and then (a
+ * sleep loop) would block again after the boost and end it before `during` is read. */
+static int worker_go[2];
+
+/* Whether thread `tid` of this process is asleep (state S in /proc/self/task/TID/stat). */
+static int asleep(pid_t tid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the state follows the command name */
+    return p && p[1] == ' ' && p[2] == 'S';
+}
 
 static void *worker(void *arg) {
     (void)arg;
     worker_tid = gettid();
-    while (!worker_go)
-        usleep(1000);
+    char go;
+    if (read(worker_go[0], &go, 1) != 1)
+        return NULL;
     work(5); /* 2 ms of CPU, then it blocks: the boost ends */
     usleep(50000);
     return NULL;
@@ -116,15 +133,19 @@ int main(int argc, char **argv) {
     pid_t tid = gettid();
     if (strcmp(mode, "boost") == 0) {
         pthread_t th;
+        if (pipe(worker_go) != 0)
+            return fail("pipe");
         pthread_create(&th, NULL, worker, NULL);
-        while (!worker_tid)
+        /* Boosted while it waits: blocking after the boost would end it at once. */
+        while (!worker_tid || !asleep(worker_tid))
             usleep(1000);
         int before = getpriority(PRIO_PROCESS, worker_tid);
         int r = pacer_boost(c, worker_tid, period_ns);
         if (r < 0)
             return fail("boost");
         int during = getpriority(PRIO_PROCESS, worker_tid);
-        worker_go = 1;
+        if (write(worker_go[1], "g", 1) != 1)
+            return fail("pipe write");
         usleep(30000);
         int after = getpriority(PRIO_PROCESS, worker_tid);
         pthread_join(th, NULL);

@@ -67,6 +67,7 @@
 pub mod mount;
 pub mod partition;
 pub mod recovery;
+pub mod taskgroup;
 pub mod v1;
 pub mod v2;
 

@@ -208,6 +208,26 @@ impl RtAppLogs {
         Ok(RtAppLogs { files: out })
     }
 
+    /// Adds the log of the next thread (a thread a `fork` started: its id is the number of logs
+    /// so far) in a file the caller opened, and writes its header.
+    pub fn add(&mut self, path: PathBuf, file: File) -> io::Result<()> {
+        let mut w = BufWriter::new(file);
+        writeln!(w, "{}", header())
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        self.files.push((path, w));
+        Ok(())
+    }
+
+    /// Number of logs (threads) so far.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether there is no log at all.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// Pushes the buffered rows to the files, so a killed run loses only the rows written since;
     /// the first error names its file.
     pub fn flush(&mut self) -> io::Result<()> {

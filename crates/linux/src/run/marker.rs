@@ -24,7 +24,7 @@ use std::fs::OpenOptions;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use pacer_workload::{Event, FtraceCategories};
+use pacer_workload::{Event, FtraceCategories, MemAccess};
 
 /// Longest marker text; rt-app's own buffer starts at 512 bytes. Longer ones are cut.
 const MAX_MARKER: usize = 256;
@@ -47,6 +47,11 @@ pub fn rtapp_event_type(ev: &Event) -> u32 {
         Event::Suspend { .. } => 12,
         Event::Resume { .. } => 13,
         Event::Mem { .. } => 14,
+        Event::MemRun { access, .. } => match access {
+            MemAccess::Write => 15,
+            MemAccess::Read => 16,
+            MemAccess::Chase => 17,
+        },
         Event::IoRun { .. } => 18,
         Event::Runtime { .. } => 19,
         Event::Yield => 20,
@@ -194,13 +199,14 @@ impl Markers {
         );
     }
 
-    pub fn event(&self, id: u32, ev: &Event) {
+    /// `desc`: rt-app's name of the event (`Phase::event_descs`); without one, its kind.
+    pub fn event(&self, id: u32, ev: &Event, desc: Option<&str>) {
         self.emit(
             self.cats.event,
             format_args!(
                 "rtapp_event: id={id} type={} desc={}",
                 rtapp_event_type(ev),
-                ev.rtapp_name()
+                desc.unwrap_or(ev.rtapp_name())
             ),
         );
     }
@@ -294,6 +300,7 @@ mod tests {
             &Event::Run {
                 work: Work::Fixed { ns: Duration(1000) },
             },
+            Some("run0"),
         );
         sep(&m);
         m.event(
@@ -303,9 +310,10 @@ mod tests {
                 period: Duration(1000),
                 mode: TimerMode::Relative,
             },
+            Some("timer:unique1"),
         );
         sep(&m);
-        m.event(2, &Event::SemPost { sem: ResourceId(0) });
+        m.event(2, &Event::SemPost { sem: ResourceId(0) }, None);
         sep(&m);
         m.pass(false, pos);
         sep(&m);
@@ -330,8 +338,8 @@ mod tests {
                 "rtapp_main: event=clock_ref data=8348400624",
                 "rtapp_task: event=start",
                 "rtapp_loop: event=start thread_loop=2 phase=1 phase_loop=3",
-                "rtapp_event: id=0 type=6 desc=run",
-                "rtapp_event: id=1 type=10 desc=timer",
+                "rtapp_event: id=0 type=6 desc=run0",
+                "rtapp_event: id=1 type=10 desc=timer:unique1",
                 "rtapp_event: id=2 type=24 desc=sem_post",
                 "rtapp_loop: event=end thread_loop=2 phase=1 phase_loop=3",
                 "rtapp_stats: period=10000 run=2001 wu_lat=54 slack=-15 c_period=10000 c_run=2000",
@@ -385,6 +393,11 @@ mod tests {
     #[test]
     fn every_rt_app_event_has_rt_apps_number() {
         let r = ResourceId(0);
+        let memrun = |access| Event::MemRun {
+            buffer: pacer_workload::MemBufferId(0),
+            access,
+            count: 1,
+        };
         let cases = [
             (
                 Event::Sleep {
@@ -411,6 +424,9 @@ mod tests {
             (Event::SemWait { sem: r }, 23),
             (Event::Mem { bytes: 1 }, 14),
             (Event::IoRun { bytes: 1 }, 18),
+            (memrun(MemAccess::Write), 15),
+            (memrun(MemAccess::Read), 16),
+            (memrun(MemAccess::Chase), 17),
             (Event::Fork { thread: 0 }, 22),
             (Event::WorkUnits { units: 1 }, 0),
         ];

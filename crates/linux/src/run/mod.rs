@@ -38,8 +38,11 @@ pub mod calibrate;
 mod fork;
 pub mod log;
 pub mod marker;
+pub mod membind;
+mod memrun;
 mod sync;
 pub(crate) mod sys;
+mod taskgroup;
 mod thread;
 mod uclamp;
 
@@ -202,6 +205,9 @@ pub struct RunReport {
     pub jobs: u64,
     /// Records lost because the writer fell behind (the outputs are incomplete if not 0).
     pub dropped_records: u64,
+    /// Bytes of the `memrun` buffers built for the run (one per `ref` and type, one per thread
+    /// and parameters without `ref`).
+    pub memrun_bytes: u64,
     /// CPUs the run could use.
     pub cpus: u32,
     /// Whether `mlockall` succeeded.
@@ -247,6 +253,9 @@ pub enum RunError {
     /// `global.io_device`).
     #[error("`{key}`: {message}")]
     Setting { key: &'static str, message: String },
+    /// The `memrun` buffers cannot be built (too large for this machine, malformed).
+    #[error("{0}")]
+    MemRun(String),
 }
 
 impl RunError {
@@ -360,6 +369,8 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
             ),
         });
     }
+    membind::check(w)?;
+    memrun::check(w)?;
     for t in &w.threads {
         let bad = |message: String| RunError::BadThread {
             thread: t.name.clone(),
@@ -367,12 +378,6 @@ fn validate(w: &Workload, allowed: &[usize]) -> Result<(), RunError> {
         };
         if t.phases.iter().all(|p| p.events.is_empty() || p.loops == 0) {
             return Err(bad("no events to run".into()));
-        }
-        if let Some(g) = &t.taskgroup {
-            return Err(bad(format!(
-                "`taskgroup` ({g}) is not supported by `pacer run`: it does not move threads \
-                 between cgroups; remove it, or place the whole run in a cgroup yourself"
-            )));
         }
         for (what, v) in [("util_min", t.util_min), ("util_max", t.util_max)] {
             if let Some(v) = v.filter(|&v| v > uclamp::UTIL_MAX) {
@@ -509,6 +514,8 @@ fn execute(
     let n = initial.len();
     let shared_workload = Arc::new(workload.clone());
     let extras = Extras::new(shared_workload.clone(), cfg.seed)?;
+    // Removed after every thread has ended (below), or on drop if this returns early.
+    let groups = taskgroup::create(workload)?;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         cutoff: AtomicU64::new(u64::MAX),
@@ -525,6 +532,7 @@ fn execute(
             .logs
             .unwrap_or_else(|| LogMode::from_log_size(workload.settings.log_size)),
         extras,
+        taskgroups: groups.as_ref().map(|g| g.hierarchy().clone()),
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
@@ -699,6 +707,11 @@ fn execute(
         all_names.push(f.name);
         results.push(f.handle.join().ok());
     }
+    if let Some(g) = groups {
+        if let Err(e) = g.teardown() {
+            warnings.push(format!("{e} (`pacer doctor --repair` removes them)"));
+        }
+    }
     // Rows the threads kept in memory reach the sink now that nothing is measured any more.
     for (i, r) in results.iter_mut().enumerate() {
         for row in r
@@ -778,6 +791,7 @@ fn execute(
         stopped_by,
         jobs,
         dropped_records: dropped,
+        memrun_bytes: shared.extras.mem.bytes(),
         cpus: allowed.len().max(1) as u32,
         memory_locked: false,
         warnings: Vec::new(),

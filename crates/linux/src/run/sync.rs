@@ -46,6 +46,7 @@ use std::sync::Arc;
 use pacer_workload::{Event, ResourceId, ResourceKind, ThreadSpec, Workload};
 
 use super::fork::Forks;
+use super::memrun::MemBuffers;
 use super::RunError;
 
 /// What the threads of a run share beyond timers and the stop flag: the pthread objects, the
@@ -57,6 +58,8 @@ pub(crate) struct Extras {
     pub rtapp_ns_per_loop: Option<u64>,
     /// Bytes of each `mem`/`iorun` buffer.
     pub buffer: usize,
+    /// The `memrun` buffers, built.
+    pub mem: MemBuffers,
     pub forks: Forks,
     pub workload: Arc<Workload>,
     pub seed: u64,
@@ -66,6 +69,7 @@ impl Extras {
     /// Creates the objects and opens the I/O device (before any thread exists).
     pub(crate) fn new(workload: Arc<Workload>, seed: u64) -> Result<Extras, RunError> {
         let objects = Objects::new(&workload)?;
+        let mem = MemBuffers::new(&workload)?;
         let io = if uses_io(&workload) {
             Some(IoDevice::open(&workload.settings.io_device)?)
         } else {
@@ -77,6 +81,7 @@ impl Extras {
             io,
             rtapp_ns_per_loop: workload.settings.calibration_ns_per_loop.filter(|&p| p > 0),
             buffer: usize::try_from(workload.settings.mem_buffer_size).unwrap_or(usize::MAX),
+            mem,
             forks: Forks::new(initial, workload.threads.len()),
             workload: workload.clone(),
             seed,
@@ -353,6 +358,10 @@ pub(crate) fn check_resources(w: &Workload, e: &Event) -> Result<(), String> {
         Event::Fork { thread } if w.threads.get(*thread).is_none() => {
             Err(format!("`fork` names thread {thread}, which does not exist"))
         }
+        Event::MemRun { buffer, access, .. } => match w.mem_buffer_problem(*buffer, *access) {
+            Some(p) => Err(format!("the `memrun` event names {p}")),
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }

@@ -43,6 +43,8 @@ use super::log::{us, us_signed, LogMode, LogRing, LogRow};
 use super::marker::{LoopPos, Markers, Stats};
 use super::sync::{Blocked, Extras, Local};
 use super::sys::{self, Slept};
+use super::taskgroup::Member;
+use super::uclamp::Clamps;
 use super::{affinity_error, policy_error, RunError};
 use crate::sched;
 
@@ -179,6 +181,8 @@ pub(crate) struct Shared {
     pub log_mode: LogMode,
     /// Synchronisation objects, I/O device, forks (sync.rs, fork.rs).
     pub extras: Extras,
+    /// The cpu controller, when the workload names task groups (taskgroup.rs).
+    pub taskgroups: Option<crate::cgroup::taskgroup::CpuHierarchy>,
 }
 
 impl Shared {
@@ -296,6 +300,12 @@ struct Interp<'a> {
     inst: Instance,
     /// The mutexes it holds and its `mem`/`iorun` buffer.
     sync: Local<'a>,
+    /// Its task group, when its spec names any.
+    group: Option<Member<'a>>,
+    /// The NUMA nodes its memory is bound to now (`None`: the process's policy).
+    membind: Option<&'a [u32]>,
+    /// The utilisation clamps set now.
+    clamps: Clamps,
     /// rt-app loops between two stop checks, under a numeric `global.calibration`.
     rtapp_chunk: u64,
 }
@@ -324,7 +334,7 @@ pub(crate) fn thread_main(
         )?;
         Ok((ok, local))
     });
-    let ((affinity, policy), local) = match setup {
+    let ((affinity, policy, group), local) = match setup {
         Ok(ok) => {
             result.applied = sched::get_policy(0).ok();
             let _ = ready.send((id as usize, Ok(())));
@@ -356,7 +366,7 @@ pub(crate) fn thread_main(
         &tx,
         seed,
         t0,
-        (affinity, policy),
+        (affinity, policy, group),
         local,
         &mut result,
     );
@@ -432,7 +442,7 @@ fn run_thread<'a>(
     tx: &'a Sender<Msg>,
     seed: u64,
     t0: u64,
-    (affinity, policy): (&'a [usize], Policy),
+    (affinity, policy, group): Setup<'a>,
     local: Local<'a>,
     result: &mut ThreadResult,
 ) {
@@ -479,6 +489,9 @@ fn run_thread<'a>(
         policy,
         inst,
         sync: local,
+        group,
+        membind: spec.membind.as_deref(),
+        clamps: Clamps::of_thread(spec),
         rtapp_chunk,
     };
     result.end = it.run();
@@ -487,6 +500,11 @@ fn run_thread<'a>(
         it.pass_open = false;
         let row = it.row(sys::now_ns());
         it.close_pass_markers(&row);
+    }
+    if let Some(m) = it.group.take() {
+        if let Err(e) = m.leave() {
+            shared.fail(e);
+        }
     }
 
     let (voluntary, involuntary) = sys::context_switches();
@@ -512,7 +530,17 @@ fn run_thread<'a>(
 
 /// Sets the affinity and policy the thread starts with (those of its first phase that runs, else
 /// its own), so that refusals surface before the run starts.
-fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], Policy), RunError> {
+fn membind_error(spec: &ThreadSpec, nodes: &[u32], e: &std::io::Error) -> RunError {
+    RunError::BadThread {
+        thread: spec.name.clone(),
+        message: format!("binding its memory to NUMA nodes {nodes:?} (set_mempolicy MPOL_BIND): {e}"),
+    }
+}
+
+/// What a thread starts with: its affinity, its policy, its task-group membership.
+type Setup<'a> = (&'a [usize], Policy, Option<Member<'a>>);
+
+fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<Setup<'a>, RunError> {
     let first = spec.phases.iter().find(|p| p.loops > 0 && !p.events.is_empty());
     let cpus = first
         .and_then(|p| p.affinity.as_deref())
@@ -533,8 +561,12 @@ fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<(&'a [usize], 
             policy = p;
         }
     }
-    super::uclamp::apply(spec, &policy)?;
-    Ok((affinity, policy))
+    super::uclamp::apply(&spec.name, Clamps::of_thread(spec), &policy)?;
+    if let Some(nodes) = &spec.membind {
+        super::membind::bind(nodes).map_err(|e| membind_error(spec, nodes, &e))?;
+    }
+    let group = Member::join(shared.taskgroups.as_ref(), spec)?;
+    Ok((affinity, policy, group))
 }
 
 /// Puts the thread back to SCHED_OTHER if it holds a real-time policy or a reservation. The
@@ -722,6 +754,23 @@ impl<'a> Interp<'a> {
                 self.policy = p;
             }
         }
+        if let (Some(g), Some(m)) = (phase.taskgroup.as_deref(), self.group.as_mut()) {
+            m.enter(g)?;
+        }
+        let clamps = Clamps::of_phase(phase);
+        // A clamp the phase leaves unset keeps its value, as the kernel keeps it.
+        let merged = Clamps {
+            min: clamps.min.or(self.clamps.min),
+            max: clamps.max.or(self.clamps.max),
+        };
+        if !clamps.is_empty() && merged != self.clamps {
+            super::uclamp::apply(&self.spec.name, clamps, &self.policy)?;
+            self.clamps = merged;
+        }
+        if let Some(nodes) = phase.membind.as_deref().filter(|&n| Some(n) != self.membind) {
+            super::membind::bind(nodes).map_err(|e| membind_error(self.spec, nodes, &e))?;
+            self.membind = Some(nodes);
+        }
         let index = self
             .spec
             .phases
@@ -746,7 +795,9 @@ impl<'a> Interp<'a> {
     fn row(&self, end: u64) -> LogRow {
         let p = self.pass;
         LogRow {
-            idx: self.spec.index,
+            // rt-app's thread index: file order for the threads started with the run, the
+            // next free index for a forked one (its id here).
+            idx: self.idx,
             perf: p.loops / 1000,
             run: us(p.run_ns),
             period: us(end.saturating_sub(p.start)),
@@ -843,7 +894,11 @@ impl<'a> Interp<'a> {
                     continue;
                 }
                 Step::Event(ev) => {
-                    self.shared.markers.event(self.event_id, ev);
+                    let desc = self.pos.and_then(|p| {
+                        let descs = &self.spec.phases.get(p.phase)?.event_descs;
+                        descs.get(self.event_id as usize).map(String::as_str)
+                    });
+                    self.shared.markers.event(self.event_id, ev, desc);
                     self.event_id = self.event_id.saturating_add(1);
                     if let Some(j) = &mut self.job {
                         j.stepped = true;
@@ -978,6 +1033,23 @@ impl<'a> Interp<'a> {
                         if let Some(end) = self.blocked(r) {
                             return end;
                         }
+                    }
+                }
+                Event::MemRun {
+                    buffer,
+                    access,
+                    count,
+                } => {
+                    if *count > 0 {
+                        idle_steps = 0;
+                    }
+                    let r = self
+                        .shared
+                        .extras
+                        .mem
+                        .run(*buffer, *access, *count, &self.shared.stop);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
                     }
                 }
                 Event::Fork { thread } => {

@@ -1,4 +1,5 @@
-//! rt-app's `util_min`/`util_max` for `pacer run`: utilisation clamps set with `sched_setattr`
+//! rt-app's `util_min`/`util_max` for `pacer run` (thread and phase level): utilisation clamps
+//! set with `sched_setattr`
 //! and `SCHED_FLAG_UTIL_CLAMP_MIN`/`_MAX`, keeping the policy and its parameters
 //! (`SCHED_FLAG_KEEP_POLICY | SCHED_FLAG_KEEP_PARAMS`, rt-app's `_set_thread_uclamp()`), after the
 //! thread set its policy. As in rt-app they apply to SCHED_OTHER/IDLE/FIFO/RR threads and are
@@ -9,7 +10,7 @@
 //! clamps the kernel ignores.
 
 use pacer_model::Policy;
-use pacer_workload::ThreadSpec;
+use pacer_workload::{Phase, ThreadSpec};
 
 use super::RunError;
 use crate::sched::{self, SchedAttr, SCHED_FLAG_KEEP_PARAMS, SCHED_FLAG_KEEP_POLICY};
@@ -18,9 +19,37 @@ use crate::sched::{SCHED_FLAG_UTIL_CLAMP_MAX, SCHED_FLAG_UTIL_CLAMP_MIN};
 /// Largest clamp value (`SCHED_CAPACITY_SCALE`).
 pub const UTIL_MAX: u32 = 1024;
 
-/// Sets the calling thread's clamps, if its spec has any and its policy takes them.
-pub(crate) fn apply(spec: &ThreadSpec, policy: &Policy) -> Result<(), RunError> {
-    let Some(a) = attr(spec, policy) else {
+/// A thread's utilisation clamps, either of which may be unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Clamps {
+    pub min: Option<u32>,
+    pub max: Option<u32>,
+}
+
+impl Clamps {
+    pub(crate) fn of_thread(spec: &ThreadSpec) -> Clamps {
+        Clamps {
+            min: spec.util_min,
+            max: spec.util_max,
+        }
+    }
+
+    pub(crate) fn of_phase(phase: &Phase) -> Clamps {
+        Clamps {
+            min: phase.util_min,
+            max: phase.util_max,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.min.is_none() && self.max.is_none()
+    }
+}
+
+/// Sets the calling thread's clamps, if there are any and its policy takes them (thread `name`
+/// in errors).
+pub(crate) fn apply(name: &str, clamps: Clamps, policy: &Policy) -> Result<(), RunError> {
+    let Some(a) = attr(clamps, policy) else {
         return Ok(());
     };
     sched::set_attr(0, &a).map_err(|e| {
@@ -32,11 +61,11 @@ pub(crate) fn apply(spec: &ThreadSpec, policy: &Policy) -> Result<(), RunError> 
             _ => format!("sched_setattr refused them: {e}"),
         };
         RunError::BadThread {
-            thread: spec.name.clone(),
+            thread: name.to_string(),
             message: format!(
                 "cannot set util_min {} / util_max {}: {reason}",
-                show(spec.util_min),
-                show(spec.util_max)
+                show(clamps.min),
+                show(clamps.max)
             ),
         }
     })
@@ -46,18 +75,18 @@ fn show(v: Option<u32>) -> String {
     v.map_or("(unset)".into(), |v| v.to_string())
 }
 
-/// The attribute setting `spec`'s clamps without touching the policy, if there is one to set.
-fn attr(spec: &ThreadSpec, policy: &Policy) -> Option<SchedAttr> {
-    if (spec.util_min.is_none() && spec.util_max.is_none()) || matches!(policy, Policy::Deadline(_)) {
+/// The attribute setting `clamps` without touching the policy, if there is one to set.
+fn attr(clamps: Clamps, policy: &Policy) -> Option<SchedAttr> {
+    if clamps.is_empty() || matches!(policy, Policy::Deadline(_)) {
         return None;
     }
     let mut a = SchedAttr::from_policy(policy, true);
     a.sched_flags |= SCHED_FLAG_KEEP_POLICY | SCHED_FLAG_KEEP_PARAMS;
-    if let Some(min) = spec.util_min {
+    if let Some(min) = clamps.min {
         a.sched_util_min = min;
         a.sched_flags |= SCHED_FLAG_UTIL_CLAMP_MIN;
     }
-    if let Some(max) = spec.util_max {
+    if let Some(max) = clamps.max {
         a.sched_util_max = max;
         a.sched_flags |= SCHED_FLAG_UTIL_CLAMP_MAX;
     }
@@ -70,19 +99,23 @@ mod tests {
 
     #[test]
     fn clamps_keep_the_policy_and_skip_deadline() {
-        let spec = ThreadSpec {
-            util_max: Some(512),
-            ..ThreadSpec::default()
+        let spec = Clamps {
+            min: None,
+            max: Some(512),
         };
-        let a = attr(&spec, &Policy::Fifo { priority: 10 }).unwrap();
+        let a = attr(spec, &Policy::Fifo { priority: 10 }).unwrap();
         assert_eq!(a.sched_util_max, 512);
         assert_ne!(a.sched_flags & SCHED_FLAG_UTIL_CLAMP_MAX, 0);
         assert_eq!(a.sched_flags & SCHED_FLAG_UTIL_CLAMP_MIN, 0);
         assert_ne!(a.sched_flags & SCHED_FLAG_KEEP_POLICY, 0);
         assert_ne!(a.sched_flags & SCHED_FLAG_KEEP_PARAMS, 0);
-        assert!(attr(&ThreadSpec::default(), &Policy::Other { nice: 0 }).is_none());
+        assert!(attr(
+            Clamps::of_thread(&ThreadSpec::default()),
+            &Policy::Other { nice: 0 }
+        )
+        .is_none());
         let us = pacer_model::Duration::from_us;
         let r = pacer_model::Reservation::new(us(100), us(1000), us(1000));
-        assert!(attr(&spec, &Policy::Deadline(r)).is_none());
+        assert!(attr(spec, &Policy::Deadline(r)).is_none());
     }
 }
