@@ -96,6 +96,18 @@ pub struct Args {
     /// measured machine runs calibrated work (estimated by `pacer compare` too).
     #[arg(long, default_value_t = 1.0, value_name = "F")]
     pub work_scale: f64,
+    /// How long a thread moving into an rt-app task group sleeps when no other move came just
+    /// before (writing to a cgroup's `tasks` waits for an RCU grace period) [default: this
+    /// development VM's median, see docs/simulator.md, "Task groups"].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub taskgroup_move_cost: Option<Duration>,
+    /// How long a move takes right after another one (the grace period is skipped)
+    /// [default: this VM's median].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub taskgroup_move_fast_cost: Option<Duration>,
+    /// How long after a move ends the next one is still fast [default: this VM's].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub taskgroup_move_window: Option<Duration>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md). Rows stream to
     /// `.NAME.pacer-tmp-PID` beside the file, which replaces it only if the simulation succeeds;
     /// the input, the other output, devices and FIFOs are refused (docs/output-files.md).
@@ -373,6 +385,17 @@ pub(crate) struct SimOverheads {
     pub migration_cost_ns: u64,
     pub wakeup_latency_ns: u64,
     pub work_scale: f64,
+    /// The cost of moves between task groups, for workloads that have some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taskgroup_moves: Option<TaskgroupMoves>,
+}
+
+/// The move costs simulated (`SimConfig::taskgroup_move_*`), ns.
+#[derive(Serialize)]
+pub(crate) struct TaskgroupMoves {
+    pub cost_ns: u64,
+    pub fast_cost_ns: u64,
+    pub window_ns: u64,
 }
 
 impl Args {
@@ -421,6 +444,9 @@ impl Args {
             migration_cost: Duration::ZERO,
             wakeup_latency: Duration::ZERO,
             work_scale: 1.0,
+            taskgroup_move_cost: None,
+            taskgroup_move_fast_cost: None,
+            taskgroup_move_window: None,
             jobs: None,
             trace: None,
             json: false,
@@ -574,6 +600,24 @@ pub(crate) fn simulate(
     cfg.migration_cost = a.migration_cost.ns();
     cfg.wakeup_latency = a.wakeup_latency.ns();
     cfg.work_scale = a.work_scale;
+    if let Some(d) = a.taskgroup_move_cost {
+        cfg.taskgroup_move_ns = d.ns();
+    }
+    if let Some(d) = a.taskgroup_move_fast_cost {
+        cfg.taskgroup_move_fast_ns = d.ns();
+    }
+    if let Some(d) = a.taskgroup_move_window {
+        cfg.taskgroup_move_window_ns = d.ns();
+    }
+    let has_groups = workload
+        .threads
+        .iter()
+        .any(|t| t.taskgroup.is_some() || t.phases.iter().any(|p| p.taskgroup.is_some()));
+    let taskgroup_moves = has_groups.then_some(TaskgroupMoves {
+        cost_ns: cfg.taskgroup_move_ns,
+        fast_cost_ns: cfg.taskgroup_move_fast_ns,
+        window_ns: cfg.taskgroup_move_window_ns,
+    });
     let kernel = a.kernel.apply(&mut cfg, m)?;
     let ignored = workload.ignored.clone();
     let mut sim = match Sim::new(workload, cfg) {
@@ -667,6 +711,7 @@ pub(crate) fn simulate(
             migration_cost_ns: a.migration_cost.ns(),
             wakeup_latency_ns: a.wakeup_latency.ns(),
             work_scale: a.work_scale,
+            taskgroup_moves,
         },
         kernel,
     };

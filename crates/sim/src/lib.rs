@@ -20,6 +20,9 @@ pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
     WaltPolicy,
 };
-pub use engine::{Sim, SimConfig, SimError, DEFAULT_IO_NS_PER_BYTE, DEFAULT_MEM_NS_PER_BYTE, FORKS_LIMIT};
+pub use engine::{
+    Sim, SimConfig, SimError, DEFAULT_IO_NS_PER_BYTE, DEFAULT_MEM_NS_PER_BYTE,
+    DEFAULT_TASKGROUP_MOVE_FAST_NS, DEFAULT_TASKGROUP_MOVE_NS, DEFAULT_TASKGROUP_MOVE_WINDOW_NS, FORKS_LIMIT,
+};
 pub use kernel::SimKernel;
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
