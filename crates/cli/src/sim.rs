@@ -113,6 +113,18 @@ pub struct Args {
     /// pacer's development machine (docs/simulator.md).
     #[arg(long, value_name = "FILE")]
     pub memrun_cost: Option<PathBuf>,
+    /// How long a thread moving into an rt-app task group sleeps when no other move came just
+    /// before (writing to a cgroup's `tasks` waits for an RCU grace period) [default: this
+    /// development VM's mean, 9.6 ms, see docs/simulator.md, "Task groups"].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub taskgroup_move_cost: Option<Duration>,
+    /// How long a move takes right after another one (the grace period is skipped)
+    /// [default: this VM's mean, 8 µs].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub taskgroup_move_fast_cost: Option<Duration>,
+    /// How long after a move ends the next one is still fast [default: this VM's, 16.5 ms].
+    #[arg(long, value_parser = parse_duration, value_name = "DUR")]
+    pub taskgroup_move_window: Option<Duration>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md). Rows stream to
     /// `.NAME.pacer-tmp-PID` beside the file, which replaces it only if the simulation succeeds;
     /// the input, the other output, devices and FIFOs are refused (docs/output-files.md).
@@ -395,6 +407,17 @@ pub(crate) struct SimOverheads {
     /// The `--memrun-cost` file, when the `memrun` costs are not the default ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memrun_cost: Option<PathBuf>,
+    /// The cost of moves between task groups, for workloads that have some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taskgroup_moves: Option<TaskgroupMoves>,
+}
+
+/// The move costs simulated (`SimConfig::taskgroup_move_*`), ns.
+#[derive(Serialize)]
+pub(crate) struct TaskgroupMoves {
+    pub cost_ns: u64,
+    pub fast_cost_ns: u64,
+    pub window_ns: u64,
 }
 
 impl Args {
@@ -446,6 +469,9 @@ impl Args {
             newidle_ratio: None,
             work_scale: 1.0,
             memrun_cost: None,
+            taskgroup_move_cost: None,
+            taskgroup_move_fast_cost: None,
+            taskgroup_move_window: None,
             jobs: None,
             trace: None,
             json: false,
@@ -609,6 +635,24 @@ pub(crate) fn simulate(
         cfg.memrun = pacer_sim::MemRunCost::from_tool_output(&text)
             .with_context(|| format!("--memrun-cost: {}", path.display()))?;
     }
+    if let Some(d) = a.taskgroup_move_cost {
+        cfg.taskgroup_move_ns = d.ns();
+    }
+    if let Some(d) = a.taskgroup_move_fast_cost {
+        cfg.taskgroup_move_fast_ns = d.ns();
+    }
+    if let Some(d) = a.taskgroup_move_window {
+        cfg.taskgroup_move_window_ns = d.ns();
+    }
+    let has_groups = workload
+        .threads
+        .iter()
+        .any(|t| t.taskgroup.is_some() || t.phases.iter().any(|p| p.taskgroup.is_some()));
+    let taskgroup_moves = has_groups.then_some(TaskgroupMoves {
+        cost_ns: cfg.taskgroup_move_ns,
+        fast_cost_ns: cfg.taskgroup_move_fast_ns,
+        window_ns: cfg.taskgroup_move_window_ns,
+    });
     let kernel = a.kernel.apply(&mut cfg, m)?;
     let ignored = workload.ignored.clone();
     let mut sim = match Sim::new(workload, cfg) {
@@ -705,6 +749,7 @@ pub(crate) fn simulate(
             newidle_ratio: a.newidle_ratio.unwrap_or(pacer_sim::BOOT_NEWIDLE_RATIO),
             work_scale: a.work_scale,
             memrun_cost: a.memrun_cost.clone(),
+            taskgroup_moves,
         },
         kernel,
     };

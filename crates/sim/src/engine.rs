@@ -50,12 +50,13 @@ use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
-use pacer_workload::{Cursor, Event, Policy, Step as Walk, ThreadSpec, Workload};
+use pacer_workload::{Cursor, Event, Phase, Policy, Step as Walk, ThreadSpec, Workload};
 use rand::Rng;
 
 use crate::class::cpudl::RootHeaps;
 use crate::class::deadline::RootDomain;
-use crate::class::fair::{FairModel, FairParams};
+use crate::class::fair::{FairModel, FairParams, FairRq};
+use crate::class::group::{GroupState, MoveCosts, TaskGroups};
 use crate::class::rt::RR_TIMESLICE_NS;
 use crate::class::{select_task_rq, Block, Charge, Enqueue, Entity, Key, Off, Rq, Tick};
 use crate::dvfs::schedutil;
@@ -179,6 +180,19 @@ pub struct SimConfig {
     /// size, work at capacity 1024 like `mem`'s. Default: measured on the development machine
     /// ([`MemRunCost::measured`]).
     pub memrun: MemRunCost,
+    /// How long a thread moving into a task group (rt-app `taskgroup`) sleeps when no other move
+    /// came just before: writing its TID to the group's `tasks` waits for an RCU grace period
+    /// (`percpu_down_write(&cgroup_threadgroup_rwsem)` → `rcu_sync_enter()`). Default
+    /// [`DEFAULT_TASKGROUP_MOVE_NS`].
+    pub taskgroup_move_ns: u64,
+    /// How long it sleeps when the previous move on the machine ended less than
+    /// `taskgroup_move_window_ns` ago (`rcu_sync`'s fast path). Default
+    /// [`DEFAULT_TASKGROUP_MOVE_FAST_NS`].
+    pub taskgroup_move_fast_ns: u64,
+    /// How long after a move ends the next one takes the fast path (the callback of
+    /// `rcu_sync_exit()` is still pending: about a grace period). Default
+    /// [`DEFAULT_TASKGROUP_MOVE_WINDOW_NS`].
+    pub taskgroup_move_window_ns: u64,
 }
 
 /// Default [`SimConfig::mem_ns_per_byte`], measured on the development machine (2-vCPU KVM
@@ -201,6 +215,20 @@ pub const DEFAULT_TIMER_SLACK_NS: u64 = 50_000;
 /// Default [`SimConfig::runtime_burst`]: rt-app's `runtime` loop runs `loadwait(32)`, 32 µs of
 /// its calibrated loop, between two reads of the clock.
 pub const RTAPP_RUNTIME_BURST_NS: u64 = 32_000;
+/// Default [`SimConfig::taskgroup_move_ns`], measured on the development machine (2-vCPU KVM
+/// guest, Linux 6.18, HZ=250, cgroup v1 cpu controller) with `crates/sim/tools/tgmove.c` on
+/// 2026-11-26: the slow path's mean (its median is 7.9 ms, but a run loses the sum of its moves,
+/// and one in six takes four ticks rather than two). See docs/simulator.md, "Task groups".
+pub const DEFAULT_TASKGROUP_MOVE_NS: u64 = 9_600_000;
+
+/// Default [`SimConfig::taskgroup_move_fast_ns`], measured as [`DEFAULT_TASKGROUP_MOVE_NS`]
+/// (moves back to back; mean).
+pub const DEFAULT_TASKGROUP_MOVE_FAST_NS: u64 = 8_000;
+
+/// Default [`SimConfig::taskgroup_move_window_ns`], measured as [`DEFAULT_TASKGROUP_MOVE_NS`]
+/// (moves after sleeps of increasing length: fast up to 16.1 ms after the last, mostly slow from
+/// 17 ms).
+pub const DEFAULT_TASKGROUP_MOVE_WINDOW_NS: u64 = 16_500_000;
 
 /// Most threads one `fork` event's task may have forked before rt-app exits with an error
 /// (rt-app.c `FORKS_LIMIT`: counted per forked task, over every thread that forks it).
@@ -239,6 +267,9 @@ impl SimConfig {
             mem_ns_per_byte: DEFAULT_MEM_NS_PER_BYTE,
             io_ns_per_byte: DEFAULT_IO_NS_PER_BYTE,
             memrun: MemRunCost::measured(),
+            taskgroup_move_ns: DEFAULT_TASKGROUP_MOVE_NS,
+            taskgroup_move_fast_ns: DEFAULT_TASKGROUP_MOVE_FAST_NS,
+            taskgroup_move_window_ns: DEFAULT_TASKGROUP_MOVE_WINDOW_NS,
         }
     }
 
@@ -386,7 +417,7 @@ struct Thread {
     se: Entity,
     /// Index of its spec in `Workload::threads` (threads started by `fork` share one spec).
     spec: u32,
-    /// Some phase of its spec sets a policy or CPUs (applied at each pass start).
+    /// Some phase of its spec sets a policy, CPUs or a task group (applied at each pass start).
     phase_changes: bool,
     affinity: Vec<bool>,
     /// The one CPU of an affinity of size 1 (`nr_cpus_allowed == 1`): CPU selection and push
@@ -595,6 +626,9 @@ pub struct Sim {
     /// The fair class's load balancing as Linux does it, when fair threads share CPUs
     /// ([`FairBalance::Linux`] and more than one CPU).
     lb: Option<Box<FairLb>>,
+    /// Task groups (rt-app `taskgroup`), when the workload names some: the shares of their
+    /// threads and the moves between them (`crate::class::group`).
+    tg: Option<Box<GroupState>>,
 }
 
 struct SyncState {
@@ -864,6 +898,7 @@ impl Sim {
         let timers = (0..workload.timer_count())
             .map(|_| SharedTimer::default())
             .collect();
+        let tg = task_groups(&workload, &cfg, threads.len());
         let objects = Objects::new(&workload);
         let tsync = (0..threads.len()).map(|_| ThreadSync::default()).collect();
         let pi = workload.settings.pi_enabled;
@@ -908,6 +943,7 @@ impl Sim {
                 started: Vec::new(),
             }),
             lb,
+            tg,
         };
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[sim.threads[i].spec as usize]
@@ -1084,6 +1120,9 @@ impl Sim {
             }
         }
         self.set_state(t, State::Queued);
+        if self.tg.is_some() {
+            self.taskgroup_changed(t, Some(cpu));
+        }
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
         self.cpus[cpu].rq.enqueue(t, &mut th.se, flags, self.now);
@@ -1098,6 +1137,9 @@ impl Sim {
         let cpu = th.cpu as usize;
         self.cpus[cpu].rq.dequeue(t, &mut th.se);
         self.queued_changed(cpu);
+        if self.tg.is_some() {
+            self.taskgroup_changed(t, None);
+        }
     }
 
     /// `cpu`'s run queue changed: the pull heap asks for its most urgent queued key at the next
@@ -1165,6 +1207,31 @@ fn work_speed(speed: u64, cap: u64, mem: f64) -> u64 {
     ((c * s / (mem * s + (1.0 - mem) * c)).round() as u64).clamp(speed, cap)
 }
 
+/// The task groups the workload's threads name (thread and phase level, forked specs
+/// included), with every thread in the root; `None` when it names none.
+fn task_groups(w: &Workload, cfg: &SimConfig, threads: usize) -> Option<Box<GroupState>> {
+    let paths = w.threads.iter().flat_map(|t| {
+        t.taskgroup
+            .iter()
+            .chain(t.phases.iter().filter_map(|p| p.taskgroup.as_ref()))
+    });
+    let named = paths.clone().next().is_some();
+    let groups = TaskGroups::new(paths.map(String::as_str), cfg.cpus);
+    if !named {
+        return None;
+    }
+    let costs = MoveCosts {
+        slow: cfg.taskgroup_move_ns,
+        fast: cfg.taskgroup_move_fast_ns,
+        window: cfg.taskgroup_move_window_ns,
+    };
+    let mut g = GroupState::new(groups, costs);
+    if threads > 0 {
+        g.add_thread(threads as ThreadId - 1);
+    }
+    Some(Box::new(g))
+}
+
 /// Refuses what the simulator cannot run in a thread spec: phase-level changes, sync events
 /// naming missing resources or resources of the wrong kind, forks of missing specs, programs
 /// that would never let time pass or have nothing to run.
@@ -1223,16 +1290,35 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
             }
         }
     }
-    // Group scheduling would change every fair thread's share, and utilisation clamps what
-    // schedutil asks for: neither is modelled, so neither is ignored.
-    if let Some(tg) = spec
-        .taskgroup
-        .as_ref()
-        .or_else(|| spec.phases.iter().find_map(|p| p.taskgroup.as_ref()))
-    {
+    // Task groups hold fair threads only, as rt-app checks (the cpu controller's rt groups have
+    // no runtime of their own); the group shares are not modelled for boosted weights.
+    let (mut policy, mut group) = (spec.policy, spec.taskgroup.as_deref());
+    let in_group = |g: Option<&str>| g.is_some_and(|g| !g.trim_end_matches('/').is_empty());
+    if in_group(group) && crate::class::fair::policy_weight(&policy).is_none() {
         return Err(bad(format!(
-            "taskgroup `{tg}`: cgroup CPU sharing is not simulated; remove it to simulate the threads without it"
+            "task group `{}` with a policy outside the fair class: task groups hold SCHED_OTHER, SCHED_BATCH and SCHED_IDLE threads only",
+            group.unwrap_or_default()
         )));
+    }
+    for (phase, p) in spec.phases.iter().enumerate() {
+        policy = p.policy.unwrap_or(policy);
+        group = p.taskgroup.as_deref().or(group);
+        if in_group(group) && crate::class::fair::policy_weight(&policy).is_none() {
+            return Err(bad(format!(
+                "phase {phase}: task group `{}` with a policy outside the fair class: task groups hold SCHED_OTHER, SCHED_BATCH and SCHED_IDLE threads only",
+                group.unwrap_or_default()
+            )));
+        }
+    }
+    let names_group = spec.taskgroup.is_some() || spec.phases.iter().any(|p| p.taskgroup.is_some());
+    let boosts = spec
+        .phases
+        .iter()
+        .any(|p| p.events.iter().any(|e| matches!(e, Event::Boost { .. })));
+    if names_group && boosts {
+        return Err(bad(
+            "boost events in a thread that uses task groups: boosting a weight inside a group is not modelled".into(),
+        ));
     }
     // The simulated machine has one memory node, node 0, and memory costs that do not depend
     // on placement: binding to it changes nothing, binding elsewhere cannot be simulated.
@@ -1318,7 +1404,7 @@ fn new_thread(
         phase_changes: spec
             .phases
             .iter()
-            .any(|p| p.policy.is_some() || p.affinity.is_some()),
+            .any(|p| p.policy.is_some() || p.affinity.is_some() || p.taskgroup.is_some()),
         pinned: (affinity.iter().filter(|&&a| a).count() == 1).then_some(first_cpu as u32),
         affinity,
         state: State::NotStarted,
@@ -1708,6 +1794,9 @@ impl Sim {
             // `first_queued` does not change.
             self.queued_changed(cpu);
         }
+        if how == Off::Block && self.tg.is_some() {
+            self.taskgroup_changed(t, None);
+        }
         Some(t)
     }
 
@@ -1778,10 +1867,14 @@ impl Sim {
             None => {
                 // The fair class may let delayed sleepers leave the queue, which no pull takes:
                 // `first_queued` does not change.
-                let before = cfg!(debug_assertions).then(|| self.cpus[cpu].rq.first_queued());
-                let p = self.cpus[cpu].rq.pick_next();
-                debug_assert!(before.is_none_or(|k| k == self.cpus[cpu].rq.first_queued()));
-                p
+                if self.tg.is_some() {
+                    self.taskgroup_pick(cpu)
+                } else {
+                    let before = cfg!(debug_assertions).then(|| self.cpus[cpu].rq.first_queued());
+                    let p = self.cpus[cpu].rq.pick_next();
+                    debug_assert!(before.is_none_or(|k| k == self.cpus[cpu].rq.first_queued()));
+                    p
+                }
             }
             Some(_) => self.best_queued(cpu),
         };
@@ -2002,8 +2095,10 @@ impl Sim {
                 Walk::PassStart(phase) => {
                     idle_steps -= 1;
                     if th.phase_changes {
-                        let (policy, cpus) = (phase.policy, phase.affinity.clone());
-                        self.phase_start(t, policy, cpus);
+                        let phase: *const Phase = phase;
+                        if let Some(step) = self.phase_start(t, phase) {
+                            return step;
+                        }
                     }
                     continue;
                 }
@@ -2231,10 +2326,18 @@ impl Sim {
             State::NotStarted => {
                 th.t_first = self.now;
                 self.start_job(t, self.now);
+                if self.tg.is_some() {
+                    if let Some(step) = self.taskgroup_start(t) {
+                        return self.apply_step_sleeping(t, step);
+                    }
+                }
             }
             State::Sleeping => {
                 if let Some(r) = th.pending_release.take() {
                     self.start_job(t, r);
+                }
+                if self.tg.is_some() {
+                    self.taskgroup_arrive(t);
                 }
             }
             _ => return,
@@ -2377,6 +2480,9 @@ impl Sim {
     }
 
     fn exit(&mut self, t: ThreadId) {
+        if self.tg.is_some() {
+            self.taskgroup_exit(t);
+        }
         let cpu = self.threads[t as usize].cpu as usize;
         self.release_bw(t, cpu);
         let se = self.threads[t as usize].se;
@@ -2808,13 +2914,20 @@ impl Sim {
     /// it while it steps). A thread stepping off a CPU (at its wake-up) is changed at once, so it
     /// wakes under its new policy on a CPU of its new mask, as rt-app applies them before the
     /// phase's events.
+    ///
+    /// rt-app then moves the thread into the phase's task group (`set_thread_taskgroup()`),
+    /// which may put it to sleep: the step it sleeps in, if so. `phase` is the thread's phase
+    /// whose pass begins (found again here, out of `step`'s hot loop).
     #[cold]
     #[inline(never)]
-    fn phase_start(&mut self, t: ThreadId, policy: Option<Policy>, cpus: Option<Vec<usize>>) {
+    fn phase_start(&mut self, t: ThreadId, phase: *const Phase) -> Option<Step> {
         let th = &self.threads[t as usize];
+        let spec = &self.workload.threads[th.spec as usize];
+        let p = spec.phases.iter().find(|&p| std::ptr::eq(p, phase))?;
+        let (policy, cpus, group) = (p.policy, p.affinity.clone(), p.taskgroup.clone());
         let on_cpu = matches!(th.state, State::Running | State::Queued | State::Throttled);
         let m = self.cpus.len();
-        let spec_cpus = self.workload.threads[th.spec as usize].affinity.as_deref();
+        let spec_cpus = spec.affinity.as_deref();
         let mask = match cpus.as_deref().or(spec_cpus) {
             // Checked when the simulation was built.
             Some(cpus) => affinity_mask(cpus, m).unwrap_or_else(|_| vec![true; m]),
@@ -2835,6 +2948,7 @@ impl Sim {
                 self.set_affinity(t, mask);
             }
         }
+        self.taskgroup_enter(t, &group?)
     }
 
     /// A phase's policy: `sched_setattr()`; a refusal stops the run, as rt-app exits.
@@ -2883,7 +2997,12 @@ impl Sim {
             }
             // A delayed fair sleeper leaves the old CPU's queue; it picks a CPU of its new mask
             // when it wakes.
-            _ => self.cpus[cpu].rq.drop_delayed(t),
+            _ => {
+                self.cpus[cpu].rq.drop_delayed(t);
+                if self.tg.is_some() {
+                    self.taskgroup_changed(t, None);
+                }
+            }
         }
     }
 
@@ -2934,6 +3053,183 @@ impl Sim {
         let extra = self.root_domains[self.root_domain[cpu]].change(0, se.bandwidth());
         self.adjust_extra(cpu, extra);
         self.push_event(self.now.saturating_add(delay), Kind::Wakeup, id as u32, 0);
+    }
+}
+
+// ---- task groups: shares and moves (`crate::class::group`) ------------------------------------
+
+impl Sim {
+    /// rt-app's `set_thread_taskgroup()` of `t` into `path` (`/`: the root): unless it is there
+    /// already, the thread sleeps for the move ([`GroupState::start_move`]) and is in the group
+    /// when it wakes (the kernel moves it once the writer holds the rwsem).
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_enter(&mut self, t: ThreadId, path: &str) -> Option<Step> {
+        let now = self.now;
+        let tg = self.tg.as_deref_mut()?;
+        let target = tg.groups.index(path);
+        let ti = t as usize;
+        tg.add_thread(t);
+        // rt-app compares the group it last wrote with the new one: the first write, even of the
+        // root, is a move.
+        if tg.written[ti] && tg.member[ti] == target {
+            return None;
+        }
+        tg.written[ti] = true;
+        let end = tg.start_move(t, target, now);
+        Some(Step::Block(end, None))
+    }
+
+    /// rt-app moves a thread into its thread-level group as it starts.
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_start(&mut self, t: ThreadId) -> Option<Step> {
+        let g = self.workload.threads[self.threads[t as usize].spec as usize]
+            .taskgroup
+            .clone()?;
+        self.taskgroup_enter(t, &g)
+    }
+
+    /// `t` wakes from a move: it is in its new group now. Its weight follows when it is queued;
+    /// a thread left in the root gets its own weight back at once.
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_arrive(&mut self, t: ThreadId) {
+        let Some(tg) = self.tg.as_deref_mut() else { return };
+        tg.add_thread(t);
+        if !tg.finish_move(t) {
+            return;
+        }
+        if tg.member[t as usize].is_none() {
+            if let Some(w) = crate::class::fair::policy_weight(&self.threads[t as usize].policy) {
+                self.taskgroup_reweight(t, w);
+            }
+        }
+        // A sleeper still queued (DELAY_DEQUEUE) changed group.
+        self.taskgroup_refresh(None);
+    }
+
+    /// `update_cfs_group()` everywhere: recomputes the groups' loads and entity weights from the
+    /// threads on run queues now (`arriving` counted on its CPU before it is queued, so that it is
+    /// placed with its weight in the group) and reweights every grouped thread whose share
+    /// changed.
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_refresh(&mut self, arriving: Option<(ThreadId, usize)>) -> bool {
+        let Some(mut tg) = self.tg.take() else {
+            return false;
+        };
+        let mut on = std::mem::take(&mut tg.scratch);
+        on.clear();
+        for &t in &tg.tracked {
+            let Some(g) = tg.member[t as usize] else { continue };
+            let th = &self.threads[t as usize];
+            let Entity::Fair(_) = th.se else { continue };
+            let Some(own) = crate::class::fair::policy_weight(&th.policy) else {
+                continue;
+            };
+            let c = th.cpu as usize;
+            let cpu = match arriving {
+                Some((a, to)) if a == t => Some(to),
+                _ => (self.cpus[c].curr == Some(t)
+                    || (th.state != State::Exited && self.cpus[c].rq.fair.holds(t)))
+                .then_some(c),
+            };
+            if let Some(cpu) = cpu {
+                on.push((t, g, cpu, own));
+            }
+        }
+        tg.groups.update(on.iter().map(|&(_, g, c, w)| (g, c, w)));
+        let mut changed = Vec::new();
+        for &(t, g, cpu, own) in &on {
+            let w = tg.groups.effective(g, cpu, own);
+            if let Entity::Fair(e) = &self.threads[t as usize].se {
+                if e.weight != w {
+                    changed.push((t, w));
+                }
+            }
+        }
+        tg.scratch = on;
+        self.tg = Some(tg);
+        let any = !changed.is_empty();
+        for (t, w) in changed {
+            self.taskgroup_reweight(t, w);
+        }
+        any
+    }
+
+    /// Thread `t` joins `cpu`'s run queue (`Some`, before it is queued) or left one (`None`): the
+    /// shares of its group change if it is in one.
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_changed(&mut self, t: ThreadId, joins: Option<usize>) {
+        let grouped = self
+            .tg
+            .as_deref()
+            .is_some_and(|tg| tg.member.get(t as usize).is_some_and(Option::is_some));
+        if grouped {
+            self.taskgroup_refresh(joins.map(|c| (t, c)));
+        }
+    }
+
+    /// `pick_next_task()` of an idle `cpu` with task groups: delayed sleepers the pick lets
+    /// leave change their groups' shares, and the pick is made again with the new weights (the
+    /// kernel reweights the group entities as it dequeues them, before it picks on).
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_pick(&mut self, cpu: usize) -> Option<(Key, ThreadId)> {
+        let mut p = self.cpus[cpu].rq.pick_next();
+        while self.taskgroup_refresh(None) {
+            p = self.cpus[cpu].rq.pick_next();
+        }
+        p
+    }
+
+    /// `reweight_entity()` of `t`'s fair entity to `w`, wherever it is: running (accounted up to
+    /// now first), queued or delayed on its CPU, or on no queue.
+    fn taskgroup_reweight(&mut self, t: ThreadId, w: u64) {
+        let ti = t as usize;
+        let cpu = self.threads[ti].cpu as usize;
+        if self.cpus[cpu].curr == Some(t) {
+            self.update_curr(cpu);
+            let Entity::Fair(e) = &mut self.threads[ti].se else {
+                return;
+            };
+            self.cpus[cpu].rq.fair.reweight_curr(e, w);
+            let k = self.cpus[cpu].rq.curr_key(&self.threads[ti].se);
+            self.cpudl.set_running(cpu, k);
+            self.reprogram(cpu);
+        } else if self.cpus[cpu].rq.fair.holds(t) {
+            // The running entity's progress counts in V first, as `update_curr()` does.
+            if self.cpus[cpu]
+                .curr
+                .is_some_and(|c| self.threads[c as usize].se.same_queue(&self.threads[ti].se))
+            {
+                self.update_curr(cpu);
+            }
+            let Entity::Fair(e) = &mut self.threads[ti].se else {
+                return;
+            };
+            self.cpus[cpu].rq.fair.reweight_queued(t, e, w);
+            self.queued_changed(cpu);
+        } else if let Entity::Fair(e) = &mut self.threads[ti].se {
+            FairRq::reweight_sleeping(e, w);
+        }
+    }
+
+    /// A thread that leaves the run (exits, or moves back to the root when it ends, as rt-app's
+    /// `reset_thread_taskgroup()` does) counts as a move for the machine's `rcu_sync`.
+    #[cold]
+    #[inline(never)]
+    fn taskgroup_exit(&mut self, t: ThreadId) {
+        let now = self.now;
+        let Some(tg) = self.tg.as_deref_mut() else { return };
+        tg.add_thread(t);
+        if tg.written[t as usize] {
+            tg.start_move(t, None, now);
+            tg.finish_move(t);
+        }
+        self.taskgroup_refresh(None);
     }
 }
 
@@ -3514,7 +3810,12 @@ impl Sim {
             }
             State::Queued => self.dequeue(t),
             // A delayed sleeper leaves the queue (no pull would have taken it).
-            _ => self.cpus[cpu].rq.drop_delayed(t),
+            _ => {
+                self.cpus[cpu].rq.drop_delayed(t);
+                if self.tg.is_some() {
+                    self.taskgroup_changed(t, None);
+                }
+            }
         }
         // Take the old entity's bandwidth out of the run queue's sums, put the new one's in.
         self.update_curr(cpu);

@@ -417,21 +417,18 @@ fn a_waking_batch_thread_does_not_preempt() {
     assert_eq!(median(batch_d), 1500 * US);
 }
 
-/// Task groups and utilisation clamps are not modelled: the simulator refuses them rather than
-/// run a workload whose shares or frequencies would differ on Linux.
+/// Utilisation clamps are not modelled: the simulator refuses them rather than run a workload
+/// whose frequencies would differ on Linux. (Task groups are simulated: tests/taskgroups.rs.)
 #[test]
-fn task_groups_and_clamps_are_refused_not_ignored() {
-    for (tg, clamp) in [(Some("/g".to_string()), None), (None, Some(512))] {
-        let mut t = hog("t", other(0));
-        t.taskgroup = tg;
-        t.util_min = clamp;
-        let w = Workload {
-            threads: vec![t],
-            ..Default::default()
-        };
-        let e = Sim::new(w, cfg(None)).err().expect("refused").to_string();
-        assert!(e.contains("not simulated"), "{e}");
-    }
+fn clamps_are_refused_not_ignored() {
+    let mut t = hog("t", other(0));
+    t.util_min = Some(512);
+    let w = Workload {
+        threads: vec![t],
+        ..Default::default()
+    };
+    let e = Sim::new(w, cfg(None)).err().expect("refused").to_string();
+    assert!(e.contains("not simulated"), "{e}");
     // At phase level too.
     let mut t = hog("t", other(0));
     t.phases[0].util_max = Some(512);

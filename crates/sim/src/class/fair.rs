@@ -50,6 +50,18 @@ pub(crate) fn weight_of_nice(nice: i32) -> u64 {
     pacer_model::policy::nice_weight(nice)
 }
 
+/// The load weight a fair policy gives a thread (`set_load_weight()`); `None` outside the fair
+/// class.
+pub(crate) fn policy_weight(policy: &pacer_model::Policy) -> Option<u64> {
+    match *policy {
+        pacer_model::Policy::Other { nice } | pacer_model::Policy::Batch { nice } => {
+            Some(weight_of_nice(nice))
+        }
+        pacer_model::Policy::Idle => Some(WEIGHT_IDLEPRIO),
+        _ => None,
+    }
+}
+
 /// `SCHED_TUNABLESCALING_LOG`: the factor 1 + log2(min(CPUs, 8)) the kernel scales its fair
 /// tunables by at boot.
 pub fn tunable_factor(cpus: usize) -> u64 {
@@ -451,6 +463,11 @@ impl FairRq {
         self.nodes.get(&t).is_some_and(|q| q.delayed)
     }
 
+    /// Whether `t` is on this queue, waiting or asleep (delayed), not running.
+    pub fn holds(&self, t: ThreadId) -> bool {
+        self.nodes.contains_key(&t)
+    }
+
     /// A delayed sleeper leaves for good (its thread changes class).
     pub fn drop_delayed(&mut self, t: ThreadId) {
         if self.holds_delayed(t) {
@@ -675,6 +692,68 @@ impl FairRq {
         let rel = e.deadline.saturating_sub(e.vruntime) as u128 * old as u128 / w as u128;
         e.deadline = e.vruntime + rel as u64;
         e.weight = w;
+    }
+
+    /// `reweight_entity()` of `t`, queued here (waiting, or asleep under DELAY_DEQUEUE), to
+    /// weight `w`: under EEVDF its lag and relative deadline scale by old / new weight and it is
+    /// placed again by that lag, which leaves V where it was; CFS keeps its v.
+    pub fn reweight_queued(&mut self, t: ThreadId, e: &mut FairEntity, w: u64) {
+        let Some(q) = self.nodes.get(&t).copied() else {
+            return;
+        };
+        let old = e.weight;
+        e.vruntime = q.vruntime;
+        e.deadline = q.deadline;
+        let vlag = self.lag_of(q.vruntime, old, q.slice);
+        self.remove(t);
+        e.weight = w;
+        e.base_weight = w;
+        if self.eevdf() {
+            let rel = q.deadline.saturating_sub(q.vruntime) as u128 * old as u128 / w as u128;
+            e.vlag = (vlag as i128 * old as i128 / w as i128) as i64;
+            e.rel_deadline = Some(rel.min(u64::MAX as u128) as u64);
+            self.place_entity(e, false, super::Enqueue::default());
+        }
+        e.place = Place::Keep;
+        self.insert(t, e, q.delayed);
+    }
+
+    /// `reweight_entity()` of the running entity: as [`FairRq::reweight_queued`], and a
+    /// protected slice keeps its length in wall time (`rel_vprot`).
+    pub fn reweight_curr(&mut self, e: &mut FairEntity, w: u64) {
+        let old = e.weight;
+        if self.eevdf() {
+            let vlag = self.lag_of(e.vruntime, old, e.slice);
+            let rel = e.deadline.saturating_sub(e.vruntime) as u128 * old as u128 / w as u128;
+            let vprot = self
+                .protected(e)
+                .then(|| (e.vprot - e.vruntime) as u128 * old as u128 / w as u128);
+            self.curr = None;
+            e.weight = w;
+            e.base_weight = w;
+            e.vlag = (vlag as i128 * old as i128 / w as i128) as i64;
+            e.rel_deadline = Some(rel.min(u64::MAX as u128) as u64);
+            self.place_entity(e, false, super::Enqueue::default());
+            if let Some(p) = vprot {
+                e.vprot = e.vruntime + p.min(u64::MAX as u128) as u64;
+            }
+        } else {
+            e.weight = w;
+            e.base_weight = w;
+        }
+        self.curr = Some((e.vruntime, e.weight, e.slice));
+    }
+
+    /// `reweight_entity()` of an entity on no queue (asleep, or not started): the lag it will be
+    /// placed by, and a relative deadline it keeps, scale by old / new weight.
+    pub fn reweight_sleeping(e: &mut FairEntity, w: u64) {
+        let old = e.weight;
+        e.vlag = (e.vlag as i128 * old as i128 / w as i128) as i64;
+        if let Some(r) = e.rel_deadline.as_mut() {
+            *r = (*r as u128 * old as u128 / w as u128).min(u64::MAX as u128) as u64;
+        }
+        e.weight = w;
+        e.base_weight = w;
     }
 
     /// `dequeue_entity()` of a queued entity that moves to another CPU or class: it keeps its
