@@ -442,6 +442,9 @@ struct Thread {
     sync_resume: bool,
     /// The CPU it last woke on (`p->recent_used_cpu`).
     recent_cpu: u32,
+    /// Its next sleep is not a timer's (a task-group move waits for an RCU grace period): it
+    /// has no timer slack.
+    exact_wake: bool,
     /// When it last left a CPU (`se.exec_start` of a task not running), `u64::MAX` before it
     /// ever ran: a task that ran within the migration cost is cache hot.
     last_ran: u64,
@@ -1417,6 +1420,7 @@ fn new_thread(
         runtime: None,
         sync_resume: false,
         recent_cpu: first_cpu as u32,
+        exact_wake: false,
         last_ran: u64::MAX,
         job: None,
         pending_release: None,
@@ -2419,6 +2423,7 @@ impl Sim {
         // The timer fires at the end of its slack range (the clock event is programmed for the
         // hard expiry); only rt and deadline threads have no slack.
         let slack = match th.policy {
+            _ if std::mem::take(&mut th.exact_wake) => 0,
             Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle => self.cfg.timer_slack,
             Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline(_) => 0,
         };
@@ -3077,6 +3082,7 @@ impl Sim {
         }
         tg.written[ti] = true;
         let end = tg.start_move(t, target, now);
+        self.threads[ti].exact_wake = true;
         Some(Step::Block(end, None))
     }
 

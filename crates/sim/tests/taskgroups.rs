@@ -274,11 +274,13 @@ fn a_move_sleeps_a_grace_period_unless_another_move_just_ended() {
     s.run_until(100 * MS, &mut jobs);
     let starts = |t: u32| -> Vec<u64> { jobs.0.iter().filter(|r| r.thread == t).map(|r| r.start).collect() };
     let p = starts(0);
-    // Pass 0 starts after the grace period (8 ms); it ends at 8 + 1 + 5 = 14; pass 1 after a
-    // fast move (10 µs); it ends at 14.01 + 1 + 30 = 45.01; pass 2 after a grace period.
+    // Pass 0 starts after the grace period (8 ms: a move has no timer slack); it ends at
+    // 8 + 1 + 5 ms + the sleep's 50 µs of slack; pass 1 after a fast move (10 µs); it ends at
+    // 14.06 + 1 + 30.05 = 45.11; pass 2 after a grace period.
+    let slack = pacer_sim::DEFAULT_TIMER_SLACK_NS;
     assert_eq!(p[0], 8 * MS);
-    assert_eq!(p[1], 14 * MS + 10 * US);
-    assert_eq!(p[2], 45 * MS + 10 * US + 8 * MS);
+    assert_eq!(p[1], 14 * MS + slack + 10 * US);
+    assert_eq!(p[2], 45 * MS + 2 * slack + 10 * US + 8 * MS);
     // q's move began during p's grace period and ended with it (plus the fast path).
     assert_eq!(starts(1)[0], 8 * MS + 10 * US);
 }
