@@ -277,10 +277,16 @@ fn originals(rx_pid: impl Fn() -> Option<u32>, n: usize) -> (u32, BTreeMap<u32, 
             let s = states_of(pid);
             // Each worker of `pacer run` sets its own policy (with RESET_ON_FORK) as it starts:
             // read before that, under load, the "original" would not be the state pacer finds.
-            let settled = s
-                .iter()
-                .filter(|(&t, _)| t != pid)
-                .all(|(_, st)| st.attr.reset_on_fork());
+            // Its main thread, the log writer, makes itself SCHED_IDLE as the run starts (before
+            // or after the workers): read before that, the main thread's "original" would be
+            // SCHED_OTHER, and its own change would look like pacer's leftover.
+            let settled = s.iter().all(|(&t, st)| {
+                if t == pid {
+                    st.attr.sched_policy == sched::SCHED_IDLE
+                } else {
+                    st.attr.reset_on_fork()
+                }
+            });
             if s.len() > n && settled {
                 return (pid, s);
             }
