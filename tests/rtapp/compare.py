@@ -176,6 +176,15 @@ def pacer_passes(pacer, cmd, path, duration, extra=(), calibration=None, loop_ns
     return counts, None
 
 
+def write_json(path, obj):
+    """Writes obj as JSON beside `path`, then renames: an existing record is never cut short."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
 def medians(runs):
     """Per task, the median of its counts over runs (a task missing from a run counts 0)."""
     tasks = sorted({t for r in runs for t in r})
@@ -289,15 +298,10 @@ def main():
                 rel(r, ra[task]) if r is not None else "", rel(s, ra[task]) if s is not None else ""))
         sys.stdout.flush()
     if a.write_expected:
-        # Never replace an existing record in place: write beside it, then rename.
-        tmp = a.write_expected + ".tmp"
         out = {"command": " ".join(sys.argv), "files": record, "sim_args": sim_args}
         if machine is not None:
             out["machine"] = {k: machine[k] for k in ("command", "date", "measured") if k in machine}
-        with open(tmp, "w") as fh:
-            json.dump(out, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, a.write_expected)
+        write_json(a.write_expected, out)
 
 
 if __name__ == "__main__":

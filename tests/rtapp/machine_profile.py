@@ -48,7 +48,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import Quiet  # noqa: E402
+from compare import Quiet, write_json  # noqa: E402
 
 HOG = {"policy": "SCHED_OTHER", "cpus": [1], "loop": -1, "run": 100000}
 
@@ -231,11 +231,7 @@ def main():
             "runs": runs,
             "sim_args": args,
         }
-        tmp = a.write + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(rec, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, a.write)
+        write_json(a.write, rec)
 
 
 if __name__ == "__main__":

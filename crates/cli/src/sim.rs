@@ -644,10 +644,7 @@ pub(crate) fn simulate(
     if let Some(d) = a.taskgroup_move_window {
         cfg.taskgroup_move_window_ns = d.ns();
     }
-    let has_groups = workload
-        .threads
-        .iter()
-        .any(|t| t.taskgroup.is_some() || t.phases.iter().any(|p| p.taskgroup.is_some()));
+    let has_groups = workload.threads.iter().any(|t| t.uses_taskgroups());
     let taskgroup_moves = has_groups.then_some(TaskgroupMoves {
         cost_ns: cfg.taskgroup_move_ns,
         fast_cost_ns: cfg.taskgroup_move_fast_ns,

@@ -1193,10 +1193,12 @@ impl Sim {
 
 /// Whether some thread of `w` may run in the fair class (its policy, or a phase's).
 fn has_fair_threads(w: &Workload) -> bool {
-    let fair = |p: &Policy| matches!(p, Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle);
-    w.threads
-        .iter()
-        .any(|t| fair(&t.policy) || t.phases.iter().any(|p| p.policy.as_ref().is_some_and(fair)))
+    w.threads.iter().any(|t| {
+        t.policy.is_fair()
+            || t.phases
+                .iter()
+                .any(|p| p.policy.as_ref().is_some_and(Policy::is_fair))
+    })
 }
 
 /// Progress rate (1024 scale) of work whose fraction `mem` does not scale with frequency, on a CPU
@@ -1313,7 +1315,7 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
             )));
         }
     }
-    let names_group = spec.taskgroup.is_some() || spec.phases.iter().any(|p| p.taskgroup.is_some());
+    let names_group = spec.uses_taskgroups();
     let boosts = spec
         .phases
         .iter()
@@ -2422,10 +2424,11 @@ impl Sim {
         th.pending_release = release;
         // The timer fires at the end of its slack range (the clock event is programmed for the
         // hard expiry); only rt and deadline threads have no slack.
-        let slack = match th.policy {
-            _ if std::mem::take(&mut th.exact_wake) => 0,
-            Policy::Other { .. } | Policy::Batch { .. } | Policy::Idle => self.cfg.timer_slack,
-            Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline(_) => 0,
+        let exact = std::mem::take(&mut th.exact_wake);
+        let slack = if th.policy.is_fair() && !exact {
+            self.cfg.timer_slack
+        } else {
+            0
         };
         let at = until
             .saturating_add(slack)

@@ -366,6 +366,11 @@ impl Default for ThreadSpec {
 }
 
 impl ThreadSpec {
+    /// Whether the thread names a task group, at thread or phase level (rt-app `taskgroup`).
+    pub fn uses_taskgroups(&self) -> bool {
+        self.taskgroup.is_some() || self.phases.iter().any(|p| p.taskgroup.is_some())
+    }
+
     /// Period of the first `timer` event the thread runs, if any (its job period).
     pub fn timer_period(&self) -> Option<Duration> {
         self.phases

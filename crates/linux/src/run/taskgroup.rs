@@ -40,10 +40,6 @@ pub(crate) fn create(w: &Workload) -> Result<Option<TaskGroups>, RunError> {
         .map_err(|e| RunError::Setup(format!("creating the task groups {names:?}: {e}")))
 }
 
-fn uses_groups(spec: &ThreadSpec) -> bool {
-    spec.taskgroup.is_some() || spec.phases.iter().any(|p| p.taskgroup.is_some())
-}
-
 /// A thread's membership: where it started, where it is.
 pub(crate) struct Member<'a> {
     hier: &'a CpuHierarchy,
@@ -59,7 +55,7 @@ impl<'a> Member<'a> {
         hier: Option<&'a CpuHierarchy>,
         spec: &'a ThreadSpec,
     ) -> Result<Option<Member<'a>>, RunError> {
-        if !uses_groups(spec) {
+        if !spec.uses_taskgroups() {
             return Ok(None);
         }
         let hier = hier.ok_or_else(|| RunError::Setup("task groups were not created".into()))?;
