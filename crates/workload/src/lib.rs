@@ -1,13 +1,15 @@
 //! Runnable workloads: the model shared by the simulator and the real-kernel executor, the rt-app
 //! JSON parser, conversion of pacer task sets, and the per-job results both executors produce
 //! ([`jobs`]: record, CSV schema, summary, comparison), and the low-latency audio workload of the
-//! audio paper ([`audio`]: synthesizer callback, virtual sink, workUnits patterns, LatencyMark).
+//! audio paper ([`audio`]: synthesizer callback, virtual sink, workUnits patterns, LatencyMark;
+//! [`synth`]: a real polyphonic synthesizer whose callback cost grows with its voices).
 
 pub mod audio;
 pub mod cursor;
 pub mod jobs;
 pub mod model;
 pub mod rtapp;
+pub mod synth;
 pub mod taskset;
 pub mod work;
 
