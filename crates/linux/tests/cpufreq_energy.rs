@@ -390,6 +390,30 @@ fn one_table_serves_the_simulator_and_the_energy_measurement() {
     assert_eq!(sim.platform.opps.unwrap().len(), 2);
 }
 
+#[test]
+fn this_machine_reports_residency_or_says_why_not() {
+    let has_policies = fs::read_dir("/sys/devices/system/cpu/cpufreq")
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("policy"))
+        })
+        .unwrap_or(false);
+    match CpuFreq::system().residency_snapshot() {
+        Ok(snap) => {
+            assert!(has_policies);
+            assert!(!snap.policies.is_empty());
+            assert!(snap.since(&snap).is_ok());
+        }
+        Err(e) => {
+            assert!(e.is_not_measured(), "{e}");
+            if !has_policies {
+                assert!(matches!(e, EnergyError::NoCpufreq), "{e:?}");
+                eprintln!("{e}");
+            }
+        }
+    }
+}
+
 mod fuzz {
     use std::collections::BTreeMap;
     use std::path::Path;

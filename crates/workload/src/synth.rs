@@ -62,7 +62,8 @@
 //! ## Determinism
 //! Same sample rate, voices, seed, `set_voices` calls and rendered frame counts give bit-identical
 //! output; how the frames are split between `render` calls does not matter either (all timing
-//! is counted in samples per voice).
+//! is counted in samples per voice). The arithmetic is plain IEEE f32 (no fast-math); `tan` and
+//! `exp2` come from the platform's libm, so two different platforms may differ in the last bits.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -415,7 +416,8 @@ impl Synth {
             return Err(SynthError::MaxVoices(max_voices));
         }
         let fs = sample_rate_hz as f32;
-        let samples = |ns: u64| (ns * u64::from(sample_rate_hz)).div_ceil(1_000_000_000).max(1) as f32;
+        // Half a sample short, so that rounding in the f32 ramp can never need an extra sample.
+        let samples = |ns: u64| (ns * u64::from(sample_rate_hz)).div_ceil(1_000_000_000).max(1) as f32 - 0.5;
         Ok(Synth {
             sample_rate_hz,
             fs,
