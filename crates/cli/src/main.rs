@@ -3,6 +3,7 @@
 
 mod analyze;
 mod audio;
+mod audio_bench;
 mod bench;
 mod bench_daemon;
 mod bench_exec;
@@ -52,6 +53,10 @@ enum Command {
     Analyze(analyze::Args),
     /// Simulate a task set or an rt-app workload on the Linux scheduling classes.
     Sim(Box<sim::Args>),
+    /// The SynthMark-style audio benchmark on this machine's kernel: a real synthesizer callback
+    /// under SCHED_OTHER, SCHED_FIFO, fixed or adaptive SCHED_DEADLINE (LatencyMark, VoiceMark,
+    /// JitterMark, UtilizationMark).
+    Audio(Box<audio_bench::Args>),
     /// Run an rt-app workload on this machine's kernel and measure every job (as `sim` does).
     Run(run::Args),
     /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
@@ -137,6 +142,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze::run(a),
         Command::Sim(a) => sim::run(*a),
         Command::Run(a) => run::run(a),
+        Command::Audio(a) => audio_bench::run(*a),
         Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),
         Command::Period(a) => period::run(a),

@@ -196,6 +196,26 @@ pub fn send_nowait(fd: std::os::fd::RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, abs_ns)`; false if a signal interrupted it
+/// (the only error a valid absolute request can give).
+pub fn sleep_until_ns(abs_ns: u64) -> bool {
+    let ts = libc::timespec {
+        tv_sec: (abs_ns / 1_000_000_000).min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_nsec: (abs_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a live timespec the kernel only reads; no remainder is asked for.
+    let r = unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+    // clock_nanosleep returns the error number instead of setting errno.
+    r != libc::EINTR
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

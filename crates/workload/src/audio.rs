@@ -526,6 +526,110 @@ impl AudioSink {
     }
 }
 
+/// The ring buffer behind a real run's sink (SynthMark's VirtualAudioSink): B = k·b frames of
+/// interleaved samples, started full of silence, whose device side is the clock. The device
+/// reads one burst every T from t₀ on, whatever the writer does, so burst j leaves the ring at
+/// t₀ + (j + k)·T and the writer may put burst j + 1 in once the device has read at t₀ + (j + 1)·T
+/// ([`VirtualSink::space_at`]). A write is judged by [`AudioSink::outcome`], the model the
+/// simulator counts with, so a real run and a simulated one count glitches by one rule.
+#[derive(Debug, Clone)]
+pub struct VirtualSink {
+    model: AudioSink,
+    t0: u64,
+    burst_samples: usize,
+    ring: Vec<f32>,
+    written: u64,
+    count: SinkCount,
+    /// Sum of squares of everything written, so the data the writer copies is used.
+    energy: f64,
+}
+
+impl VirtualSink {
+    /// A sink of `model.bursts` bursts of `burst_samples` samples each whose device starts at
+    /// `t0` (ns on the writer's clock). The ring is allocated here, never afterwards.
+    pub fn new(model: AudioSink, burst_samples: usize, t0: u64) -> VirtualSink {
+        VirtualSink {
+            model,
+            t0,
+            burst_samples,
+            ring: vec![0.0; burst_samples * model.bursts as usize],
+            written: 0,
+            count: SinkCount::default(),
+            energy: 0.0,
+        }
+    }
+
+    pub fn model(&self) -> AudioSink {
+        self.model
+    }
+
+    pub fn t0(&self) -> u64 {
+        self.t0
+    }
+
+    /// When burst `j` is due to be rendered: the device frees its slot at t₀ + j·T.
+    pub fn space_at(&self, j: u64) -> u64 {
+        self.t0.saturating_add(j.saturating_mul(self.model.period_ns))
+    }
+
+    /// Writes the next burst at time `now`: copies it into its slot (a shorter `samples` is
+    /// padded with silence, a longer one cut to the burst) and judges it.
+    pub fn write(&mut self, samples: &[f32], now: u64) -> BurstOutcome {
+        let j = self.written;
+        let slot = (j % self.model.bursts as u64) as usize * self.burst_samples;
+        let dst = &mut self.ring[slot..slot + self.burst_samples];
+        let n = samples.len().min(dst.len());
+        dst[..n].copy_from_slice(&samples[..n]);
+        dst[n..].fill(0.0);
+        self.energy += dst.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>();
+        self.written += 1;
+        let o = self.model.outcome(self.t0, j, now);
+        match o {
+            BurstOutcome::Underrun => {
+                self.count.underruns += 1;
+                self.count.soft_misses += 1;
+            }
+            BurstOutcome::Late => self.count.soft_misses += 1,
+            BurstOutcome::OnTime => {}
+        }
+        o
+    }
+
+    /// Bursts written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Root-mean-square level of what was written (0 for silence).
+    pub fn rms(&self) -> f64 {
+        let n = self.written as f64 * self.burst_samples as f64;
+        if n == 0.0 {
+            0.0
+        } else {
+            (self.energy / n).sqrt()
+        }
+    }
+
+    /// The counts of a run whose device stopped at `horizon`: the reads by then, plus one
+    /// underrun for each of them whose burst was never written. Written bursts were judged when
+    /// written, so `horizon` should be the read time of the last one (t₀ + (n − 1 + k)·T), as a
+    /// real run's is; then this equals [`AudioSink::count`] over the same write times.
+    pub fn finish(&self, horizon: u64) -> SinkCount {
+        let mut c = self.count;
+        let k = self.model.bursts as u64;
+        let reads = if horizon < self.t0 {
+            0
+        } else {
+            ((horizon - self.t0) / self.model.period_ns + 1).saturating_sub(k)
+        };
+        c.reads = reads;
+        let missing = reads.saturating_sub(self.written);
+        c.underruns += missing;
+        c.soft_misses += missing;
+        c
+    }
+}
+
 /// Bursts of buffering callback job j needs to be heard without a glitch: ⌈(f − a)/T⌉ for
 /// activation a = t₀ + j·T and finish f (at least 1).
 pub fn bursts_needed(period_ns: u64, activation: u64, finish: u64) -> u32 {
@@ -683,5 +787,38 @@ mod tests {
             .collect();
         assert_eq!(units, vec![5, 185, 5]);
         assert_eq!(th.phases.iter().map(|p| p.loops).sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn the_virtual_sink_counts_what_it_is_given() {
+        let model = AudioSink::new(T, 2).unwrap();
+        let t0 = 1_000_000;
+        let mut sink = VirtualSink::new(model, 128, t0);
+        let burst = vec![0.5f32; 128];
+        // Burst 0 on time, burst 1 late (after its soft deadline, before its read), burst 2
+        // after its read time t0 + 4T: one glitch.
+        let finishes = [t0 + T / 2, t0 + T + T + 10, t0 + 4 * T + 1];
+        assert_eq!(sink.write(&burst, finishes[0]), BurstOutcome::OnTime);
+        assert_eq!(sink.write(&burst, finishes[1]), BurstOutcome::Late);
+        assert_eq!(sink.write(&burst, finishes[2]), BurstOutcome::Underrun);
+        // A burst written at exactly its read time is in time.
+        assert_eq!(sink.write(&burst, t0 + 5 * T), BurstOutcome::Late);
+        assert_eq!(sink.space_at(4), t0 + 4 * T);
+        // The device stops at the read time of burst 5; bursts 4 and 5 were never written: two
+        // more glitches.
+        let horizon = t0 + (5 + 2) * T;
+        let c = sink.finish(horizon);
+        assert_eq!(c.reads, 6);
+        assert_eq!(c.underruns, 3);
+        assert_eq!(c.soft_misses, 5);
+        // The model the simulator counts with agrees.
+        let all = [finishes[0], finishes[1], finishes[2], t0 + 5 * T];
+        assert_eq!(model.count(t0, &all, horizon), c);
+        assert!((sink.rms() - 0.5).abs() < 1e-9);
+        // A short burst is padded with silence, a long one cut.
+        let mut s2 = VirtualSink::new(model, 4, 0);
+        s2.write(&[1.0, 1.0], 0);
+        s2.write(&[1.0; 8], 0);
+        assert!((s2.rms() - (6.0f64 / 8.0).sqrt()).abs() < 1e-9);
     }
 }

@@ -53,22 +53,10 @@ fn timespec(ns: u64) -> libc::timespec {
 
 /// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, abs_ns)`.
 pub(crate) fn sleep_until(abs_ns: u64) -> Slept {
-    let ts = timespec(abs_ns);
-    // SAFETY: `ts` is a live timespec the kernel only reads; no remainder is asked for.
-    let r = unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
-    // clock_nanosleep returns the error number instead of setting errno; EINTR is the only one a
-    // valid absolute request can give.
-    if r == libc::EINTR {
-        Slept::Interrupted
-    } else {
+    if crate::sys::sleep_until_ns(abs_ns) {
         Slept::Done
+    } else {
+        Slept::Interrupted
     }
 }
 

@@ -1,0 +1,228 @@
+//! Background load for the audio benchmark (issue 17): CPU hogs (SCHED_OTHER threads that never
+//! sleep) and periodic SCHED_FIFO noise that takes a given share of a CPU at a priority above
+//! the audio thread's, the interference that makes a SCHED_FIFO callback miss and that a
+//! SCHED_DEADLINE reservation is immune to (DL runs before every FIFO thread).
+//!
+//! The noise thread runs `utilisation · period` of CPU time every period, counted on its own
+//! CPU clock, so a noise thread that is itself preempted still takes its share once it runs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use pacer_linux::sched;
+use pacer_linux::sys::{clock_ns, monotonic_ns, sleep_until_ns};
+use pacer_model::Policy;
+use serde::Serialize;
+
+use super::AudioBenchError;
+
+/// What to run beside the audio.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct LoadSpec {
+    /// SCHED_OTHER busy threads.
+    pub hogs: usize,
+    /// SCHED_FIFO noise: share of one CPU in (0, 1).
+    pub noise: Option<f64>,
+    /// The noise's period, ns.
+    pub noise_period_ns: u64,
+    /// The noise's SCHED_FIFO priority.
+    pub noise_priority: u8,
+    /// Pin every load thread to this CPU.
+    pub cpu: Option<usize>,
+}
+
+impl LoadSpec {
+    pub fn is_empty(&self) -> bool {
+        self.hogs == 0 && self.noise.is_none()
+    }
+
+    /// One line for reports: "2 hogs + SCHED_FIFO noise 50 % (10 ms, priority 51) on CPU 1".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.hogs > 0 {
+            parts.push(format!(
+                "{} SCHED_OTHER hog{}",
+                self.hogs,
+                if self.hogs == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(u) = self.noise {
+            parts.push(format!(
+                "SCHED_FIFO noise {:.0} % of a CPU ({} ms period, priority {})",
+                u * 100.0,
+                self.noise_period_ns as f64 / 1e6,
+                self.noise_priority
+            ));
+        }
+        if parts.is_empty() {
+            return "none".into();
+        }
+        let mut s = parts.join(" + ");
+        if let Some(c) = self.cpu {
+            s.push_str(&format!(" on CPU {c}"));
+        }
+        s
+    }
+}
+
+/// Running load threads; they stop when this is dropped or [`Load::stop`]ped.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    /// Starts the load. The noise thread's policy is set before this returns, so a refusal (no
+    /// privilege for SCHED_FIFO) is an error here rather than a quiet run without noise.
+    pub fn start(spec: &LoadSpec) -> Result<Load, AudioBenchError> {
+        if let Some(u) = spec.noise {
+            if !(u > 0.0 && u < 1.0) {
+                return Err(AudioBenchError::Input(format!(
+                    "noise: expected a share of a CPU in (0, 1), got {u}"
+                )));
+            }
+            if spec.noise_period_ns < 100_000 {
+                return Err(AudioBenchError::Input(format!(
+                    "noise period: expected at least 100 µs, got {} ns",
+                    spec.noise_period_ns
+                )));
+            }
+            if !(1..=99).contains(&spec.noise_priority) {
+                return Err(AudioBenchError::Input(format!(
+                    "noise priority: expected 1..=99, got {}",
+                    spec.noise_priority
+                )));
+            }
+        }
+        let mut load = Load {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        };
+        for i in 0..spec.hogs {
+            let stop = load.stop.clone();
+            let cpu = spec.cpu;
+            let (tx, rx) = std::sync::mpsc::channel();
+            let h = std::thread::Builder::new()
+                .name(format!("pacer-hog-{i}"))
+                .spawn(move || {
+                    let tid = sched::gettid();
+                    let r = match cpu {
+                        Some(c) => sched::set_affinity(tid, &[c]).map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    };
+                    let ok = r.is_ok();
+                    let _ = tx.send(r);
+                    if !ok {
+                        return;
+                    }
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..10_000 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                    }
+                })
+                .map_err(|e| AudioBenchError::Setup {
+                    what: "starting a hog".into(),
+                    why: e.to_string(),
+                })?;
+            load.threads.push(h);
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    return Err(AudioBenchError::Setup {
+                        what: format!("pinning hog {i} to CPU {}", cpu.unwrap_or(0)),
+                        why: e,
+                    })
+                }
+                Err(_) => {
+                    return Err(AudioBenchError::Setup {
+                        what: format!("hog {i}"),
+                        why: "it ended at start".into(),
+                    })
+                }
+            }
+        }
+        if let Some(u) = spec.noise {
+            let stop = load.stop.clone();
+            let cpu = spec.cpu;
+            let period = spec.noise_period_ns;
+            let busy = (u * period as f64) as u64;
+            let prio = spec.noise_priority;
+            let (tx, rx) = std::sync::mpsc::channel();
+            let h = std::thread::Builder::new()
+                .name("pacer-noise".into())
+                .spawn(move || {
+                    let tid = sched::gettid();
+                    let mut r = Ok(());
+                    if let Some(c) = cpu {
+                        r = sched::set_affinity(tid, &[c]).map_err(|e| format!("pinning it to CPU {c}: {e}"));
+                    }
+                    if r.is_ok() {
+                        r = sched::set_policy(tid, Policy::Fifo { priority: prio }, true)
+                            .map_err(|e| format!("setting SCHED_FIFO priority {prio}: {e}"));
+                    }
+                    let ok = r.is_ok();
+                    let _ = tx.send(r);
+                    if !ok {
+                        return;
+                    }
+                    let mut next = monotonic_ns();
+                    while !stop.load(Ordering::Relaxed) {
+                        let start = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+                        while clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(start) < busy {
+                            std::hint::spin_loop();
+                        }
+                        next += period;
+                        let now = monotonic_ns();
+                        if next < now {
+                            // Preempted past its period: start the next one now, do not catch up.
+                            next = now;
+                        } else {
+                            sleep_until_ns(next);
+                        }
+                    }
+                })
+                .map_err(|e| AudioBenchError::Setup {
+                    what: "starting the noise thread".into(),
+                    why: e.to_string(),
+                })?;
+            load.threads.push(h);
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    return Err(AudioBenchError::Setup {
+                        what: "the SCHED_FIFO noise thread".into(),
+                        why: e,
+                    })
+                }
+                Err(_) => {
+                    return Err(AudioBenchError::Setup {
+                        what: "the SCHED_FIFO noise thread".into(),
+                        why: "it ended at start".into(),
+                    })
+                }
+            }
+        }
+        Ok(load)
+    }
+
+    /// Stops every load thread and waits for them.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
