@@ -13,6 +13,7 @@ use pacer_experiments::audio::voicemark::{self, VoiceMarkRun, VoiceMarkSpec};
 use pacer_experiments::audio::{
     histogram_ns, scale_voices, AudioBenchError, Load, LoadSpec, Renderer, RunSummary,
 };
+use pacer_linux::cpufreq::{CpuFreq, Energy, PowerTable, ResidencySnapshot};
 use pacer_linux::signals::{self, SignalFd};
 use pacer_model::Duration;
 use pacer_workload::audio::{latency_mark, AudioClock, VoicePattern};
@@ -431,9 +432,16 @@ struct ConfigOutcome {
     cpu_histogram: Vec<(u64, u64)>,
     /// Per step of the pattern: (voices, CPU used, reserved) of the reported run.
     steps: Vec<StepUse>,
+    /// Frequency residency during the reported run (where cpufreq has statistics).
+    residency: Option<ResidencySnapshot>,
+    /// Its energy with --power.
+    energy: Option<Energy>,
     #[serde(skip)]
     result: Option<RunResult>,
 }
+
+/// A run with the residency and energy measured around it.
+type Measured = (RunResult, Option<ResidencySnapshot>, Option<Energy>);
 
 #[derive(Serialize, Clone, Copy)]
 struct StepUse {
@@ -517,12 +525,12 @@ pub fn run(a: Args) -> Result<()> {
         Some(d) => Some(out.dir("--csv", d, true)?),
         None => None,
     };
-    let energy = energy_note(&a);
+    let meter = Meter::new(&a)?;
     let done_watching = watch_signals()?;
     let result = match a.mode {
         Mode::Voicemark => run_voicemark(&a, &clock),
         Mode::Load => run_load(&a),
-        _ => run_audio(&a, &clock, csv_dir.as_deref(), &mut out, energy),
+        _ => run_audio(&a, &clock, csv_dir.as_deref(), &mut out, &meter),
     };
     done_watching.store(true, Ordering::Relaxed);
     result?;
@@ -628,18 +636,60 @@ fn run_voicemark(a: &Args, clock: &AudioClock) -> Result<()> {
     Ok(())
 }
 
-/// What `--power` and cpufreq allow here.
-fn energy_note(a: &Args) -> String {
-    let has_cpufreq = std::path::Path::new("/sys/devices/system/cpu/cpufreq").is_dir()
-        && std::fs::read_dir("/sys/devices/system/cpu/cpufreq")
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false);
-    match (has_cpufreq, &a.power) {
-        (false, _) => "no cpufreq on this machine: frequency residency and energy not measured".into(),
-        (true, None) => {
-            "frequency residency not measured (give --power FILE for residency and energy)".into()
+/// Frequency residency and energy around each run, where cpufreq allows (the paper's Table 4
+/// and E = Σ residency × OPP power, §6.3).
+struct Meter {
+    freq: CpuFreq,
+    power: Option<PowerTable>,
+    /// Why nothing is measured, when nothing is.
+    not_measured: Option<String>,
+}
+
+impl Meter {
+    fn new(a: &Args) -> Result<Meter> {
+        let power = match &a.power {
+            Some(p) => Some(PowerTable::read(p).map_err(|e| anyhow::anyhow!("--power: {e}"))?),
+            None => None,
+        };
+        let freq = CpuFreq::system();
+        let not_measured = match freq.residency_snapshot() {
+            Ok(_) => None,
+            Err(e) if e.is_not_measured() => Some(e.to_string()),
+            Err(e) => return Err(anyhow::anyhow!("cpufreq: {e}")),
+        };
+        Ok(Meter {
+            freq,
+            power,
+            not_measured,
+        })
+    }
+
+    fn describe(&self) -> String {
+        match (&self.not_measured, &self.power) {
+            (Some(why), _) => why.clone(),
+            (None, None) => "frequency residency measured; energy needs --power FILE".into(),
+            (None, Some(p)) => format!("frequency residency and energy (power table {})", p.path.display()),
         }
-        (true, Some(p)) => format!("power table {}", p.display()),
+    }
+
+    fn snapshot(&self) -> Option<ResidencySnapshot> {
+        self.not_measured
+            .is_none()
+            .then(|| self.freq.residency_snapshot().ok())
+            .flatten()
+    }
+
+    /// The residency since `before` and its energy.
+    fn since(&self, before: Option<ResidencySnapshot>) -> Result<(Option<ResidencySnapshot>, Option<Energy>)> {
+        let (Some(before), Some(after)) = (before, self.snapshot()) else {
+            return Ok((None, None));
+        };
+        let during = after.since(&before).map_err(|e| anyhow::anyhow!("cpufreq: {e}"))?;
+        let energy = match &self.power {
+            Some(p) => Some(p.energy(&during).map_err(|e| anyhow::anyhow!("--power: {e}"))?),
+            None => None,
+        };
+        Ok((Some(during), energy))
     }
 }
 
@@ -665,7 +715,7 @@ fn run_audio(
     clock: &AudioClock,
     csv_dir: Option<&std::path::Path>,
     out: &mut Outputs,
-    energy: String,
+    meter: &Meter,
 ) -> Result<()> {
     let period = clock.period_ns();
     // Which configurations, and which of them this process may use.
@@ -773,7 +823,7 @@ fn run_audio(
         voices_range: (vmin, vmax),
         load: load.clone(),
         cpu: a.cpu,
-        energy,
+        energy: meter.describe(),
         device: "virtual sink (no --device)".into(),
     };
     // CSV slots, declared before the runs so a bad path fails before minutes of measuring.
@@ -810,6 +860,8 @@ fn run_audio(
                 wakeup_histogram: Vec::new(),
                 cpu_histogram: Vec::new(),
                 steps: Vec::new(),
+                residency: None,
+                energy: None,
                 result: None,
             });
             continue;
@@ -830,7 +882,7 @@ fn run_audio(
         if STOP.load(Ordering::Relaxed) {
             break;
         }
-        let do_run = |k: u32| -> Result<RunResult> {
+        let do_run = |k: u32| -> Result<Measured> {
             let progress = Arc::new(AtomicU64::new(0));
             let spec = RunSpec {
                 clock: *clock,
@@ -842,24 +894,28 @@ fn run_audio(
                 progress: Some(progress.clone()),
             };
             let renderer = make_synth(clock, vmax.max(1), a.seed)?;
-            run_with_progress(&spec, renderer, progress, progress_bar, c.key(), k)
-                .with_context(|| format!("{} at {k} bursts", c.key()))
+            let before = meter.snapshot();
+            let r = run_with_progress(&spec, renderer, progress, progress_bar, c.key(), k)
+                .with_context(|| format!("{} at {k} bursts", c.key()))?;
+            let (residency, energy) = meter.since(before)?;
+            Ok((r, residency, energy))
         };
         // The reported run: the smallest glitch-free buffer, else the largest tried.
-        let mut best: Option<RunResult> = None;
-        let mut keep = |r: RunResult| {
+        let mut best: Option<Measured> = None;
+        let mut keep = |m: Measured| {
+            let r = &m.0;
             let better = match &best {
                 None => true,
-                Some(b) if r.sink.underruns == 0 => b.sink.underruns > 0 || r.bursts < b.bursts,
-                Some(b) => b.sink.underruns > 0 && r.bursts > b.bursts,
+                Some((b, ..)) if r.sink.underruns == 0 => b.sink.underruns > 0 || r.bursts < b.bursts,
+                Some((b, ..)) => b.sink.underruns > 0 && r.bursts > b.bursts,
             };
             if better {
-                best = Some(r);
+                best = Some(m);
             }
         };
         let mut tried: Vec<(u32, u64)> = Vec::new();
-        let mut record = |k: u32, r: RunResult, tried: &mut Vec<(u32, u64)>| -> u64 {
-            let u = r.sink.underruns;
+        let mut record = |k: u32, r: Measured, tried: &mut Vec<(u32, u64)>| -> u64 {
+            let u = r.0.sink.underruns;
             tried.push((k, u));
             keep(r);
             u
@@ -873,7 +929,7 @@ fn run_audio(
             None => {
                 let m = latency_mark(a.max_bursts, |k| -> Result<u64> {
                     let r = do_run(k)?;
-                    if r.interrupted {
+                    if r.0.interrupted {
                         bail!("interrupted");
                     }
                     Ok(record(k, r, &mut tried))
@@ -886,7 +942,10 @@ fn run_audio(
                 }
             }
         };
-        let r = best;
+        let (r, residency, energy) = match best {
+            Some((r, res, e)) => (Some(r), res, e),
+            None => (None, None, None),
+        };
         let summary = r.as_ref().map(|r| RunSummary::of(r, clock));
         let wakeups: Vec<u64> = r
             .as_ref()
@@ -908,6 +967,8 @@ fn run_audio(
                 .as_ref()
                 .map(|r| step_use(r, step_jobs as usize))
                 .unwrap_or_default(),
+            residency,
+            energy,
             result: r,
         });
     }
@@ -1117,6 +1178,45 @@ fn render_text(plan: &Plan, outcomes: &[ConfigOutcome], a: &Args, fixed_k: Optio
                 tried.join(", ")
             ));
         }
+    }
+    let measured: Vec<&ConfigOutcome> = outcomes.iter().filter(|o| o.residency.is_some()).collect();
+    if !measured.is_empty() {
+        o.push_str("\nFrequency residency during each reported run (s), all cpufreq policies:\n");
+        let mut khz: Vec<u32> = measured
+            .iter()
+            .flat_map(|m| m.residency.iter().flat_map(|r| r.policies.iter().flat_map(|p| p.states.iter().map(|s| s.khz))))
+            .collect();
+        khz.sort_unstable();
+        khz.dedup();
+        let mut header = vec!["frequency (MHz)".to_string()];
+        header.extend(measured.iter().map(|m| m.configuration.to_string()));
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut t = Table::new(&header);
+        for f in khz {
+            let mut row = vec![format!("{}", f / 1000)];
+            for m in &measured {
+                let ns: u64 = m
+                    .residency
+                    .iter()
+                    .flat_map(|r| r.policies.iter().filter_map(|p| p.ns_at(f)))
+                    .sum();
+                row.push(format!("{:.3}", ns as f64 / 1e9));
+            }
+            t.push(row);
+        }
+        if measured.iter().any(|m| m.energy.is_some()) {
+            let mut row = vec!["energy J (normalised)".to_string()];
+            for m in &measured {
+                row.push(
+                    m.energy
+                        .as_ref()
+                        .map(|e| format!("{:.3} ({:.3})", e.energy_j, e.normalised))
+                        .unwrap_or_else(|| "–".into()),
+                );
+            }
+            t.push(row);
+        }
+        o.push_str(&t.render());
     }
     if plan.mode == Mode::Jittermark {
         for oc in outcomes.iter().filter(|o| o.run.is_some()) {
