@@ -267,6 +267,10 @@ pub struct VoiceMarkFile {
     pub base_ns: f64,
     /// Median fitted cost of one voice in one burst, ns.
     pub per_voice_ns: f64,
+    /// Burst-to-burst noise of the cost: the median over every point with voices of its
+    /// sd / mean (what `pacer sim audio --cost-from` takes as its --jitter).
+    #[serde(default)]
+    pub cost_cv: f64,
     pub cpu: Option<usize>,
     pub runs: Vec<VoiceMarkRun>,
 }
@@ -296,6 +300,11 @@ fn voicemark_file(a: &Args, clock: &AudioClock, runs: Vec<VoiceMarkRun>) -> Voic
         voices_per_cpu_max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         base_ns: median(runs.iter().map(|r| r.base_ns).collect()),
         per_voice_ns: median(runs.iter().map(|r| r.per_voice_ns).collect()),
+        cost_cv: median(
+            runs.iter()
+                .flat_map(|r| r.points.iter().filter(|p| p.voices > 0).map(|p| p.cv))
+                .collect(),
+        ),
         cpu: a.cpu,
         runs,
     }
@@ -626,8 +635,15 @@ fn run_voicemark(a: &Args, clock: &AudioClock) -> Result<()> {
     let spread = (f.voices_per_cpu_max - f.voices_per_cpu_min) / f.voices_per_cpu * 100.0;
     println!(
         "voices per CPU: median {:.0}, min {:.0}, max {:.0} (spread {:.1} % of the median); \
-         {:.1} ns per voice per burst, {:.0} ns per burst without voices",
-        f.voices_per_cpu, f.voices_per_cpu_min, f.voices_per_cpu_max, spread, f.per_voice_ns, f.base_ns
+         {:.1} ns per voice per burst, {:.0} ns per burst without voices; burst-to-burst noise \
+         {:.1} % (sd / mean)",
+        f.voices_per_cpu,
+        f.voices_per_cpu_min,
+        f.voices_per_cpu_max,
+        spread,
+        f.per_voice_ns,
+        f.base_ns,
+        f.cost_cv * 100.0
     );
     println!(
         "the paper's CPU: 210 voices; 1 paper voice = {:.1} voices here",
@@ -668,7 +684,10 @@ impl Meter {
         match (&self.not_measured, &self.power) {
             (Some(why), _) => why.clone(),
             (None, None) => "frequency residency measured; energy needs --power FILE".into(),
-            (None, Some(p)) => format!("frequency residency and energy (power table {})", p.path.display()),
+            (None, Some(p)) => format!(
+                "frequency residency and energy (power table {})",
+                p.path.display()
+            ),
         }
     }
 
@@ -680,11 +699,16 @@ impl Meter {
     }
 
     /// The residency since `before` and its energy.
-    fn since(&self, before: Option<ResidencySnapshot>) -> Result<(Option<ResidencySnapshot>, Option<Energy>)> {
+    fn since(
+        &self,
+        before: Option<ResidencySnapshot>,
+    ) -> Result<(Option<ResidencySnapshot>, Option<Energy>)> {
         let (Some(before), Some(after)) = (before, self.snapshot()) else {
             return Ok((None, None));
         };
-        let during = after.since(&before).map_err(|e| anyhow::anyhow!("cpufreq: {e}"))?;
+        let during = after
+            .since(&before)
+            .map_err(|e| anyhow::anyhow!("cpufreq: {e}"))?;
         let energy = match &self.power {
             Some(p) => Some(p.energy(&during).map_err(|e| anyhow::anyhow!("--power: {e}"))?),
             None => None,
@@ -1184,7 +1208,11 @@ fn render_text(plan: &Plan, outcomes: &[ConfigOutcome], a: &Args, fixed_k: Optio
         o.push_str("\nFrequency residency during each reported run (s), all cpufreq policies:\n");
         let mut khz: Vec<u32> = measured
             .iter()
-            .flat_map(|m| m.residency.iter().flat_map(|r| r.policies.iter().flat_map(|p| p.states.iter().map(|s| s.khz))))
+            .flat_map(|m| {
+                m.residency
+                    .iter()
+                    .flat_map(|r| r.policies.iter().flat_map(|p| p.states.iter().map(|s| s.khz)))
+            })
             .collect();
         khz.sort_unstable();
         khz.dedup();

@@ -40,6 +40,9 @@ pub struct VoicePoint {
     pub median_ns: u64,
     /// 99th percentile of the same bursts, ns.
     pub p99_ns: u64,
+    /// Their relative standard deviation (sd / mean): the burst-to-burst noise of the cost.
+    #[serde(default)]
+    pub cv: f64,
 }
 
 /// One VoiceMark run: its points and fitted line.
@@ -88,6 +91,20 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
     // Nearest rank, the definition `pacer compare` uses.
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
+}
+
+/// sd / mean of a sample (0 for fewer than two values or a zero mean).
+pub fn relative_sd(v: &[u64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    var.sqrt() / mean
 }
 
 /// The CPU time of `bursts` bursts at `voices` voices (after as many warm-up bursts as the
@@ -148,6 +165,7 @@ pub fn run(
                         voices: v,
                         median_ns: median,
                         p99_ns: percentile(&costs, 0.99),
+                        cv: relative_sd(&costs),
                     });
                     if median as f64 >= spec.stop_at * period as f64 || v >= spec.max_voices {
                         break;
@@ -192,6 +210,7 @@ mod tests {
                 voices: v,
                 median_ns: 1000 + 250 * v as u64,
                 p99_ns: 0,
+                cv: 0.0,
             })
             .collect();
         let (b, c, r2) = fit(&pts).unwrap();
@@ -199,5 +218,7 @@ mod tests {
         assert!(fit(&pts[..1]).is_none());
         assert_eq!(percentile(&[1, 2, 3, 4], 0.5), 2);
         assert_eq!(percentile(&[1, 2, 3, 4], 0.99), 4);
+        assert_eq!(relative_sd(&[5]), 0.0);
+        assert!((relative_sd(&[9, 11]) - 2f64.sqrt() / 10.0).abs() < 1e-12);
     }
 }
