@@ -43,7 +43,9 @@ pub use legacy::{
     PROBE_MIN_BANDWIDTH, PROBE_PERIOD_NS,
 };
 pub use pool::{Pool, PoolError};
-pub use proactive::{Measure, ProactiveConfig, ProactiveController, ProactiveThreadStatus};
+pub use proactive::{
+    MarginMode, Measure, PercentileMargin, ProactiveConfig, ProactiveController, ProactiveThreadStatus,
+};
 
 /// Invalid controller configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
