@@ -51,11 +51,12 @@ pub struct AudioArgs {
     #[arg(long, value_name = "SD")]
     pub jitter: Option<f64>,
     /// How the adaptive configuration sizes its budget's margin. `percentile` (the default): Q is
-    /// the p-th percentile (`adaptive.percentile`, 0.9) of the current voice count's last N
-    /// runtimes (`adaptive.percentile_window`, 64), at least (1 + `adaptive.margin_floor`, 0.02)
-    /// × their median; eq. 5 until the voice count has `adaptive.percentile_min_samples` (16); an
-    /// overrun beyond every recent runtime raises Q to that runtime. `fixed`: the paper's eq. 5,
-    /// Q = m_m·C_e + m_o·T, × `adaptive.overload_boost` after any overrun.
+    /// a percentile (`adaptive.percentile`) of the current voice count's last N runtimes
+    /// (`adaptive.percentile_window`), at least (1 + `adaptive.margin_floor`) × their median; eq. 5
+    /// until the voice count has `adaptive.percentile_min_samples` runtimes; only an overrun
+    /// beyond every recent runtime boosts Q, to that runtime. `fixed`: the paper's eq. 5,
+    /// Q = m_m·C_e + m_o·T, × `adaptive.overload_boost` after any overrun. The report's header
+    /// gives the values in force; defaults in docs/formats/audio-scenario.md.
     #[arg(long, value_name = "MODE", value_parser = parse_margin)]
     pub margin: Option<MarginKind>,
     /// Configurations to run (comma-separated): fifo-walt, fifo-max, adaptive, clairvoyant.

@@ -127,7 +127,7 @@ fn the_random_workload_has_the_papers_shape() {
     }
     assert!((max.normalised_energy - 60.0 * 2.848).abs() < 1e-9);
     // The reservation follows the demand with its margin: above the used bandwidth, by less than
-    // eq. 5's m_o = 0.041 plus m_m's 0.5 % (the percentile margin's floor is 2 % of the runtime).
+    // eq. 5's m_o = 0.041 plus m_m's 0.5 % (the percentile margin's floor is 1 % of the median runtime).
     let (res, used) = (adaptive.reserved_bandwidth.unwrap(), adaptive.used_bandwidth);
     assert!(res > used && res < used + 0.08, "reserved {res} vs used {used}");
     // Deterministic: the same seed gives the same figures; another seed another pattern.
