@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `fifo-walt` | SCHED_FIFO | schedutil on WALT (20 ms windows), rt utilisation tracked by WALT rather than forced to the top, as on the paper's Android (§4.3, §6.1, §6.3) |
 //! | `fifo-max` | SCHED_FIFO | the top OPP (§6.3: "force the CPU frequency to stay fixed at the maximum") |
-//! | `adaptive` | SCHED_DEADLINE sized by the adaptation engine's [`ProactiveController`] (eq. 3–5, m_m = 1.005, m_o = 0.041) | schedutil on the deadline class's running bandwidth (GRUB-PA, §3.3, §5.2) |
+//! | `adaptive` | SCHED_DEADLINE sized by the adaptation engine's [`ProactiveController`] (eq. 3–4; the margin: a percentile of each voice count's runtimes by default, or eq. 5 with m_m = 1.005, m_o = 0.041, see [`MarginKind`]) | schedutil on the deadline class's running bandwidth (GRUB-PA, §3.3, §5.2) |
 //! | `clairvoyant` | — | a lower bound: each job at the lowest OPP that fits its work in its period, known in advance |
 //!
 //! **Units of m_o.** Eq. 5 reads Q = m_m·C_e + m_o with Q a runtime, but the paper's m_o = 0.041 is
