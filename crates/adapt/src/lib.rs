@@ -20,5 +20,7 @@ pub mod traceio;
 pub use controller::{JobController, LegacyController, Pool, ProactiveController};
 pub use kernel::{AppEvent, Controller, DlState, FreqState, Kernel, KernelError, Origin, Tid, Wakeup};
 pub use power::{Decision, PowerManager};
-pub use predictor::{AsymmetricEwma, Ewma, MovingAverage, Percentile, Predictor, WorkUnitsTable};
+pub use predictor::{
+    AsymmetricEwma, Ewma, MovingAverage, Percentile, Predictor, WorkUnitsPercentiles, WorkUnitsTable,
+};
 pub use supervisor::{Compression, Grant, Request, Supervisor};

@@ -10,6 +10,10 @@
 //! - [`WorkUnitsTable`]: the audio paper's workUnits map (§5.2): one asymmetric EWMA per workUnits
 //!   value and a four-case lookup (empty → configured maximum, exact hit, below the smallest key,
 //!   above the largest key → least-squares line).
+//! - [`WorkUnitsPercentiles`]: one LFS++ [`Percentile`] estimator per workUnits value — the
+//!   dispersion of the measured runtimes of each workUnits value, from which the proactive
+//!   controller's percentile margin mode sizes the budget (lfspp §5.3 applied to the audio paper's
+//!   per-workUnits statistics).
 //!
 //! All samples and predictions are integer nanoseconds. Float state (EWMAs, regression) is rounded
 //! to the nearest nanosecond on output: a nanosecond is far below any budget that matters, and
@@ -28,6 +32,8 @@ pub enum PredictorError {
     BadPercentile(f64),
     #[error("smoothing constant {name} = {value} must be in (0, 1]")]
     BadAlpha { name: &'static str, value: f64 },
+    #[error("min_samples = {min_samples} must be in [1, N = {window}]")]
+    BadMinSamples { min_samples: usize, window: usize },
 }
 
 /// A one-step-ahead predictor of a quantity measured in nanoseconds.
@@ -436,6 +442,114 @@ impl WorkUnitsTable {
     }
 }
 
+/// One LFS++ percentile estimator (lfspp §5.3, [`Percentile`]) per workUnits value: the last N
+/// measured runtimes of each value, so a budget can be sized from the *dispersion* of a value's
+/// runtimes rather than from a fixed margin over their mean (eq. 5 of the audio paper).
+///
+/// Unlike [`WorkUnitsTable`] there is no interpolation: a percentile of one value's runtimes says
+/// nothing about another value's spread, so a value with fewer than `min_samples` samples answers
+/// `None` and the caller falls back to its table-based estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkUnitsPercentiles {
+    /// An empty estimator of the configured N and p, cloned for each new value.
+    proto: Percentile,
+    /// The same N at p = 0.5, for its rank rule.
+    median: Percentile,
+    min_samples: usize,
+    map: BTreeMap<u64, Percentile>,
+}
+
+impl WorkUnitsPercentiles {
+    /// The p-th percentile of the last `window` runtimes of each value, trusted from
+    /// `min_samples` samples on (1 ≤ `min_samples` ≤ `window`).
+    pub fn new(window: usize, p: f64, min_samples: usize) -> Result<Self, PredictorError> {
+        let proto = Percentile::new(window, p)?;
+        if min_samples == 0 || min_samples > window {
+            return Err(PredictorError::BadMinSamples { min_samples, window });
+        }
+        Ok(WorkUnitsPercentiles {
+            proto,
+            median: Percentile::new(window, 0.5)?,
+            min_samples,
+            map: BTreeMap::new(),
+        })
+    }
+
+    /// The history length N.
+    pub fn window(&self) -> usize {
+        self.proto.n()
+    }
+
+    /// The percentile p.
+    pub fn p(&self) -> f64 {
+        self.proto.p()
+    }
+
+    /// Samples a value needs before its percentile is trusted.
+    pub fn min_samples(&self) -> usize {
+        self.min_samples
+    }
+
+    /// Records a measured runtime (ns) of a job of `units` work units.
+    pub fn observe(&mut self, units: u64, c_m: u64) {
+        let proto = &self.proto;
+        self.map
+            .entry(units)
+            .or_insert_with(|| proto.clone())
+            .observe(c_m);
+    }
+
+    /// Samples held for `units`.
+    pub fn samples(&self, units: u64) -> usize {
+        self.map.get(&units).map_or(0, |e| e.samples().count())
+    }
+
+    /// The p-th percentile of `units`' recent runtimes, `None` with fewer than `min_samples`.
+    pub fn percentile(&self, units: u64) -> Option<u64> {
+        self.quantile(units, &self.proto)
+    }
+
+    /// The median of `units`' recent runtimes (the same rank rule at p = 0.5), `None` with fewer
+    /// than `min_samples`.
+    pub fn median(&self, units: u64) -> Option<u64> {
+        self.quantile(units, &self.median)
+    }
+
+    /// The largest of `units`' recent runtimes, `None` with fewer than `min_samples`.
+    pub fn max(&self, units: u64) -> Option<u64> {
+        let e = self.map.get(&units)?;
+        if e.samples().count() < self.min_samples {
+            return None;
+        }
+        e.samples().max()
+    }
+
+    fn quantile(&self, units: u64, rule: &Percentile) -> Option<u64> {
+        let mut v: Vec<u64> = self.map.get(&units)?.samples().collect();
+        if v.len() < self.min_samples {
+            return None;
+        }
+        let j = rule.rank_for(v.len());
+        // Descending order: index j is the (j+1)-th maximum, as in `Percentile::predict`.
+        let (_, nth, _) = v.select_nth_unstable_by(j, |a, b| b.cmp(a));
+        Some(*nth)
+    }
+
+    /// Distinct workUnits values seen.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
 /// Least-squares line y = a + b·x through `points`, evaluated at `x`, clamped at 0.
 ///
 /// With a single point the line is undetermined; we take the line through the origin and that
@@ -581,6 +695,47 @@ mod tests {
         // The stored values are EWMAs (eq. 4): a falling sample moves 10 %.
         t.observe(20, 80_000);
         assert_eq!(t.predict(20), 170_000);
+    }
+
+    #[test]
+    fn work_units_percentiles_are_kept_per_value() {
+        // N = 8, p = 0.75 → j = ⌊8·0.25⌋ = 2: the third largest; trusted from 4 samples.
+        let mut t = WorkUnitsPercentiles::new(8, 0.75, 4).unwrap();
+        assert!(t.is_empty());
+        for c in [10u64, 20, 30] {
+            t.observe(5, c);
+        }
+        // Three samples < min_samples: no answer, whatever the rank rule would give.
+        assert_eq!((t.percentile(5), t.median(5), t.max(5)), (None, None, None));
+        t.observe(5, 40);
+        // m = 4: j = ⌊4·0.25⌋ = 1 → 30; median j = 2 → 20.
+        assert_eq!(
+            (t.percentile(5), t.median(5), t.max(5)),
+            (Some(30), Some(20), Some(40))
+        );
+        for c in [50u64, 60, 70, 80, 90] {
+            t.observe(5, c);
+        }
+        // The window holds the last 8: 20..=90; j = 2 → 70; median j = 4 → 50.
+        assert_eq!(
+            (t.percentile(5), t.median(5), t.max(5)),
+            (Some(70), Some(50), Some(90))
+        );
+        // Another value has its own window: nothing of value 5 leaks into it.
+        assert_eq!(t.percentile(6), None);
+        for c in [1u64, 1, 1, 1000] {
+            t.observe(6, c);
+        }
+        assert_eq!(t.percentile(6), Some(1));
+        assert_eq!(t.percentile(5), Some(70));
+        assert_eq!((t.len(), t.samples(5), t.samples(6), t.samples(7)), (2, 8, 4, 0));
+        assert_eq!((t.window(), t.p(), t.min_samples()), (8, 0.75, 4));
+        assert!(WorkUnitsPercentiles::new(8, 0.75, 0).is_err());
+        assert!(WorkUnitsPercentiles::new(8, 0.75, 9).is_err());
+        assert!(WorkUnitsPercentiles::new(8, 1.5, 4).is_err());
+        assert!(WorkUnitsPercentiles::new(0, 0.75, 1).is_err());
+        t.clear();
+        assert!(t.is_empty());
     }
 
     #[test]

@@ -4,7 +4,9 @@
 
 mod support;
 
-use pacer_adapt::controller::{JobConfig, Measure, ProactiveConfig, ThreadOptions};
+use pacer_adapt::controller::{
+    audio_budget, JobConfig, MarginMode, Measure, PercentileMargin, ProactiveConfig, ThreadOptions,
+};
 use pacer_adapt::{AppEvent, Controller, DlState, JobController, ProactiveController};
 use support::{FakeKernel, MS};
 
@@ -134,6 +136,114 @@ fn proactive_follows_eqs_3_4_5_with_work_units_and_overload_boost() {
     // Back to 5 units: below the smallest key → that key's estimate (2 ms) → 2.45 ms.
     units(&mut c, &mut k, 5);
     assert_eq!(runtime(&k), 2_450_000);
+}
+
+/// One job of runtime `c` (ns) under the budget `q` in force, within its deadline: eq. 3 gives
+/// C_m = q − (q − c) = c (a remaining runtime below 0 is an overrun).
+fn job_of(c_ctl: &mut dyn Controller, k: &mut FakeKernel, q: u64, c: u64) {
+    let d = k.now + 20 * MS;
+    job(c_ctl, k, dl(d, q as i64), dl(d, q as i64 - c as i64), (0, 0));
+}
+
+#[test]
+fn proactive_percentile_margin_sizes_q_from_each_work_units_spread() {
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    // N = 8, p = 0.75 (the third largest of 8), trusted from 4 runtimes; floor 10 % over the
+    // median; eq. 5's m_m = 1.2, m_o = 50 µs for values with too few runtimes.
+    let cfg = ProactiveConfig {
+        margin_mult: 1.2,
+        margin_offset_ns: 50_000,
+        update_every: 4,
+        margin: MarginMode::Percentile(PercentileMargin {
+            p: 0.75,
+            window: 8,
+            min_samples: 4,
+            floor: 0.1,
+        }),
+        ..ProactiveConfig::default()
+    };
+    let mut c = ProactiveController::new(cfg).unwrap();
+    c.add_thread(1, 20 * MS, ThreadOptions::default()).unwrap();
+    units(&mut c, &mut k, 10);
+    assert_eq!(runtime(&k), 18_800_000, "empty table: the maximum, as in eq. 5");
+
+    // Runtimes 2, 3, 4, 5 ms of 10 units. At the regular update (N = 4 jobs): m = 4 → j = 1,
+    // P_75 = 4 ms; median (j = 2) 3 ms → floor 3.3 ms; Q = 4 ms. Eq. 5 on the EWMA (2 → 2.95 →
+    // 3.9475 → 4.947375 ms) would give 1.2·4.947375 + 0.05 = 5.98685 ms.
+    for ms in [2, 3, 4, 5] {
+        job_of(&mut c, &mut k, 18_800_000, ms * MS);
+    }
+    assert_eq!(runtime(&k), 4 * MS);
+    assert_eq!(c.percentiles(1).unwrap().samples(10), 4);
+
+    // 4.5 ms overruns Q = 4 ms but lies within the measured spread (≤ 5 ms): counted, no boost,
+    // the budget waits for the regular update.
+    job_of(&mut c, &mut k, 4 * MS, 4_500_000);
+    let st = c.thread_status(1).unwrap();
+    assert_eq!((st.overruns, st.boosted), (1, false));
+    assert_eq!(runtime(&k), 4 * MS);
+
+    // 6 ms is beyond every recent runtime of 10 units: boost at once, to that runtime (not × a
+    // factor). The percentile itself is then 5 ms (m = 6, j = 1).
+    job_of(&mut c, &mut k, 4 * MS, 6 * MS);
+    let st = c.thread_status(1).unwrap();
+    assert_eq!((st.overruns, st.boosted), (2, true));
+    assert_eq!(runtime(&k), 6 * MS);
+
+    // Four 3 ms jobs; the regular update drops the boost. Window (last 8): 4, 5, 4.5, 6, 3, 3, 3,
+    // 3 ms → P_75 = 4.5 ms (j = 2); median 3 ms → floor 3.3 ms; Q = 4.5 ms.
+    for _ in 0..4 {
+        job_of(&mut c, &mut k, 6 * MS, 3 * MS);
+    }
+    assert!(!c.thread_status(1).unwrap().boosted);
+    assert_eq!(runtime(&k), 4_500_000);
+
+    // A workUnits value with no history: eq. 5 on the table's lookup (above the largest key:
+    // proportional), as in the fixed mode, until it has min_samples runtimes of its own.
+    units(&mut c, &mut k, 20);
+    assert_eq!(c.percentiles(1).unwrap().samples(20), 0);
+    let c_e = c.table(1).unwrap().predict(20);
+    let eq5 = audio_budget(c_e, 1.2, 50_000);
+    assert!(eq5 > 8 * MS);
+    assert_eq!(runtime(&k), eq5);
+    // Runtimes that never vary: the percentile is the runtime itself, so the floor decides:
+    // Q = ⌈1.1 · 8 ms⌉ = 8.8 ms.
+    for _ in 0..4 {
+        job_of(&mut c, &mut k, eq5, 8 * MS);
+    }
+    assert_eq!(runtime(&k), 8_800_000);
+    assert_eq!(c.thread_status(1).unwrap().overruns, 2);
+
+    // Back to a value with history: its own percentile at once, at the hint (eq. 5's update point).
+    units(&mut c, &mut k, 10);
+    assert_eq!(runtime(&k), 4_500_000);
+}
+
+#[test]
+fn proactive_percentile_margin_is_validated() {
+    let bad = |m: PercentileMargin| {
+        ProactiveController::new(ProactiveConfig {
+            margin: MarginMode::Percentile(m),
+            ..ProactiveConfig::default()
+        })
+        .is_err()
+    };
+    let ok = PercentileMargin::default();
+    assert!(!bad(ok));
+    assert!(bad(PercentileMargin { p: 0.0, ..ok }));
+    assert!(bad(PercentileMargin { window: 0, ..ok }));
+    assert!(bad(PercentileMargin {
+        min_samples: ok.window + 1,
+        ..ok
+    }));
+    assert!(bad(PercentileMargin { floor: -0.1, ..ok }));
+    assert!(bad(PercentileMargin {
+        floor: f64::NAN,
+        ..ok
+    }));
+    // The library default stays eq. 5 (the daemon's behaviour is unchanged).
+    assert_eq!(ProactiveConfig::default().margin, MarginMode::Fixed);
 }
 
 #[test]

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use pacer_model::Duration;
 use pacer_sim::audio::{
-    read_audio_scenario, run_audio, AudioReport, AudioScenario, ConfigResult, Configuration, Progress,
+    read_audio_scenario, run_audio, AudioReport, AudioScenario, ConfigResult, Configuration, MarginKind,
+    Progress,
 };
 use pacer_workload::audio::{HintTiming, VoicePattern};
 
@@ -24,7 +25,8 @@ pacer sim audio                                   # the paper's §6.3 run: 60 s 
 pacer sim audio --pattern square --duration 30s   # the §6.1–6.2 square wave 5 ↔ 185 voices\n  \
 pacer sim audio scenario.toml --json              # a scenario file (docs/formats/audio-scenario.md)\n  \
 pacer sim audio --csv out/                        # per-configuration job and underrun CSVs\n  \
-pacer sim audio --jitter 0.05                     # callbacks whose cost varies by 5 % (1 SD)\n\n\
+pacer sim audio --jitter 0.05                     # callbacks whose cost varies by 5 % (1 SD)\n  \
+pacer sim audio --jitter 0.05 --margin fixed      # eq. 5's fixed margins, as published\n\n\
 Configurations: fifo-walt (SCHED_FIFO + schedutil/WALT as on Android), fifo-max (SCHED_FIFO at the\n\
 top OPP), adaptive (SCHED_DEADLINE sized by the proactive controller, GRUB-PA), clairvoyant (the\n\
 lowest OPP that fits each callback, known in advance: a lower bound). Latency is LatencyMark's\n\
@@ -48,6 +50,15 @@ pub struct AudioArgs {
     /// linear cost. Its seed is the scenario's `jitter.seed` (default 1).
     #[arg(long, value_name = "SD")]
     pub jitter: Option<f64>,
+    /// How the adaptive configuration sizes its budget's margin. `percentile` (the default): Q is
+    /// a percentile (`adaptive.percentile`) of the current voice count's last N runtimes
+    /// (`adaptive.percentile_window`), at least (1 + `adaptive.margin_floor`) × their median; eq. 5
+    /// until the voice count has `adaptive.percentile_min_samples` runtimes; only an overrun
+    /// beyond every recent runtime boosts Q, to that runtime. `fixed`: the paper's eq. 5,
+    /// Q = m_m·C_e + m_o·T, × `adaptive.overload_boost` after any overrun. The report's header
+    /// gives the values in force; defaults in docs/formats/audio-scenario.md.
+    #[arg(long, value_name = "MODE", value_parser = parse_margin)]
+    pub margin: Option<MarginKind>,
     /// Configurations to run (comma-separated): fifo-walt, fifo-max, adaptive, clairvoyant.
     #[arg(long, value_delimiter = ',', value_parser = parse_configuration)]
     pub configurations: Option<Vec<Configuration>>,
@@ -68,6 +79,13 @@ fn parse_configuration(s: &str) -> Result<Configuration, String> {
         .ok_or_else(|| {
             format!("unknown configuration `{s}`: expected fifo-walt, fifo-max, adaptive or clairvoyant")
         })
+}
+
+fn parse_margin(s: &str) -> Result<MarginKind, String> {
+    [MarginKind::Fixed, MarginKind::Percentile]
+        .into_iter()
+        .find(|m| m.key() == s)
+        .ok_or_else(|| format!("unknown margin mode `{s}`: expected fixed or percentile"))
 }
 
 /// The scenario after the command-line overrides, and where it came from.
@@ -114,6 +132,9 @@ pub fn scenario(a: &AudioArgs) -> Result<(AudioScenario, String)> {
     }
     if let Some(sd) = a.jitter {
         s.jitter.sd = sd;
+    }
+    if let Some(m) = a.margin {
+        s.adaptive.margin = m;
     }
     s.validate(&origin)?;
     Ok((s, origin))
@@ -271,11 +292,26 @@ pub fn render(report: &AudioReport, origin: &str) -> String {
         report.callbacks,
         report.callbacks_per_step
     ));
+    let a = &s.adaptive;
+    let eq5 = format!(
+        "m_m = {}, m_o = {} of the period ({:.1} µs)",
+        a.margin_mult,
+        a.margin_offset,
+        report.margin_offset_ns as f64 / 1e3
+    );
     out.push_str(&format!(
-        "adaptive: m_m = {}, m_o = {} of the period ({:.1} µs), budget updated every {} callbacks and at each workUnits hint ({})\n\n",
-        s.adaptive.margin_mult,
-        s.adaptive.margin_offset,
-        report.margin_offset_ns as f64 / 1e3,
+        "adaptive: {}, budget updated every {} callbacks and at each workUnits hint ({})\n\n",
+        match a.margin {
+            MarginKind::Fixed => format!("fixed margins (eq. 5), {eq5}, overload boost × {}", a.overload_boost),
+            MarginKind::Percentile => format!(
+                "percentile margin: Q = P{} of each voice count's last {} runtimes, ≥ (1 + {}) × their median \
+                 (eq. 5 with {eq5} until {} runtimes)",
+                a.percentile * 100.0,
+                a.percentile_window,
+                a.margin_floor,
+                a.percentile_min_samples
+            ),
+        },
         s.adaptive.update_every,
         match s.hint {
             HintTiming::Ahead => "announced at the end of the callback before the change",

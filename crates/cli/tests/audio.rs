@@ -157,3 +157,25 @@ fn jitter_is_reported_and_range_checked() {
     );
     assert!(!e.contains("panicked"), "{e}");
 }
+
+#[test]
+fn margin_mode_is_chosen_reported_and_checked() {
+    let o = pacer(&["sim", "audio", "--duration", "3s", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["scenario"]["adaptive"]["margin"], "percentile");
+    let o = pacer(&["sim", "audio", "--margin", "fixed", "--duration", "3s", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["scenario"]["adaptive"]["margin"], "fixed");
+    let o = pacer(&["sim", "audio", "--margin", "fixed", "--duration", "3s"]);
+    let out = text(&o.stdout);
+    assert!(out.contains("fixed margins (eq. 5)"), "{out}");
+
+    let o = pacer(&["sim", "audio", "--margin", "median"]);
+    let e = text(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("unknown margin mode `median`"),
+        "{e}"
+    );
+}

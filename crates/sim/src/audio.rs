@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `fifo-walt` | SCHED_FIFO | schedutil on WALT (20 ms windows), rt utilisation tracked by WALT rather than forced to the top, as on the paper's Android (§4.3, §6.1, §6.3) |
 //! | `fifo-max` | SCHED_FIFO | the top OPP (§6.3: "force the CPU frequency to stay fixed at the maximum") |
-//! | `adaptive` | SCHED_DEADLINE sized by the adaptation engine's [`ProactiveController`] (eq. 3–5, m_m = 1.005, m_o = 0.041) | schedutil on the deadline class's running bandwidth (GRUB-PA, §3.3, §5.2) |
+//! | `adaptive` | SCHED_DEADLINE sized by the adaptation engine's [`ProactiveController`] (eq. 3–4; the margin: a percentile of each voice count's runtimes by default, or eq. 5 with m_m = 1.005, m_o = 0.041, see [`MarginKind`]) | schedutil on the deadline class's running bandwidth (GRUB-PA, §3.3, §5.2) |
 //! | `clairvoyant` | — | a lower bound: each job at the lowest OPP that fits its work in its period, known in advance |
 //!
 //! **Units of m_o.** Eq. 5 reads Q = m_m·C_e + m_o with Q a runtime, but the paper's m_o = 0.041 is
@@ -39,7 +39,7 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
-use pacer_adapt::controller::{ProactiveConfig, ThreadOptions};
+use pacer_adapt::controller::{MarginMode, PercentileMargin, ProactiveConfig, ThreadOptions};
 use pacer_adapt::{AppEvent, Controller, Kernel, ProactiveController};
 use pacer_model::{Duration, Platform, Policy, CAPACITY_SCALE};
 use pacer_workload::audio::{
@@ -165,10 +165,43 @@ pub struct AdaptiveSettings {
     pub headroom: f64,
     /// schedutil's rate limit.
     pub rate_limit: Duration,
+    /// How the budget's margin is sized: eq. 5's fixed margins, or a percentile of each voice
+    /// count's measured runtimes (the proactive controller's [`MarginMode`]).
+    pub margin: MarginKind,
+    /// `percentile` mode: the percentile p of a voice count's recent runtimes.
+    pub percentile: f64,
+    /// `percentile` mode: runtimes remembered per voice count (N).
+    pub percentile_window: u32,
+    /// `percentile` mode: runtimes a voice count needs before its percentile replaces eq. 5.
+    pub percentile_min_samples: u32,
+    /// `percentile` mode: smallest margin over the median runtime, as a fraction of it.
+    pub margin_floor: f64,
+}
+
+/// The scenario's name for the proactive controller's [`MarginMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MarginKind {
+    /// Eq. 5: Q = m_m·C_e + m_o·T, × `overload_boost` after an overrun.
+    Fixed,
+    /// Q = max(P_p, (1 + floor)·median) of the voice count's last N runtimes (eq. 5 until it has
+    /// enough), raised to the overrun's runtime after an overrun.
+    Percentile,
+}
+
+impl MarginKind {
+    /// The name used in files and on the command line.
+    pub fn key(self) -> &'static str {
+        match self {
+            MarginKind::Fixed => "fixed",
+            MarginKind::Percentile => "percentile",
+        }
+    }
 }
 
 impl Default for AdaptiveSettings {
     fn default() -> Self {
+        let pm = PercentileMargin::default();
         AdaptiveSettings {
             margin_mult: 1.005,
             margin_offset: 0.041,
@@ -177,6 +210,26 @@ impl Default for AdaptiveSettings {
             overload_boost: 1.25,
             headroom: 1.25,
             rate_limit: Duration::from_us(500),
+            margin: MarginKind::Percentile,
+            percentile: pm.p,
+            percentile_window: pm.window,
+            percentile_min_samples: pm.min_samples,
+            margin_floor: pm.floor,
+        }
+    }
+}
+
+impl AdaptiveSettings {
+    /// The controller's margin mode for these settings.
+    pub fn margin_mode(&self) -> MarginMode {
+        match self.margin {
+            MarginKind::Fixed => MarginMode::Fixed,
+            MarginKind::Percentile => MarginMode::Percentile(PercentileMargin {
+                p: self.percentile,
+                window: self.percentile_window,
+                min_samples: self.percentile_min_samples,
+                floor: self.margin_floor,
+            }),
         }
     }
 }
@@ -480,6 +533,39 @@ impl AudioScenario {
                 format!("expected a factor ≥ 1, got {}", a.overload_boost),
             ));
         }
+        if !(a.percentile > 0.0 && a.percentile <= 1.0) {
+            return Err(bad(
+                "adaptive.percentile",
+                format!("expected a percentile p in (0, 1], got {}", a.percentile),
+            ));
+        }
+        if !(1..=MAX_PERCENTILE_WINDOW).contains(&a.percentile_window) {
+            return Err(bad(
+                "adaptive.percentile_window",
+                format!(
+                    "expected 1..={MAX_PERCENTILE_WINDOW} runtimes, got {}",
+                    a.percentile_window
+                ),
+            ));
+        }
+        if !(1..=a.percentile_window).contains(&a.percentile_min_samples) {
+            return Err(bad(
+                "adaptive.percentile_min_samples",
+                format!(
+                    "expected 1..=percentile_window ({}) runtimes, got {}",
+                    a.percentile_window, a.percentile_min_samples
+                ),
+            ));
+        }
+        if !(a.margin_floor.is_finite() && (0.0..1.0).contains(&a.margin_floor)) {
+            return Err(bad(
+                "adaptive.margin_floor",
+                format!(
+                    "expected a fraction of the median in [0, 1), got {}",
+                    a.margin_floor
+                ),
+            ));
+        }
         for (field, h) in [
             ("adaptive.headroom", a.headroom),
             ("walt.headroom", self.walt.headroom),
@@ -575,6 +661,10 @@ impl AudioScenario {
 
 /// Longest run `pacer sim audio` accepts, ns (one hour).
 pub const MAX_AUDIO_DURATION_NS: u64 = 3_600_000_000_000;
+
+/// Largest `adaptive.percentile_window`: each voice count keeps this many runtimes, and a
+/// budget update sorts them.
+pub const MAX_PERCENTILE_WINDOW: u32 = 4096;
 
 /// Most voices a step may have, in units of `saturating_voices` (see `AudioScenario::validate`).
 pub const MAX_VOICE_LOAD: u64 = 16;
@@ -942,6 +1032,7 @@ fn simulate(
             margin_offset_ns: margin_offset_ns(s, p.period_ns),
             update_every: a.update_every,
             overload_boost: a.overload_boost,
+            margin: a.margin_mode(),
             ..ProactiveConfig::default()
         };
         let mut pc = ProactiveController::new(pc).map_err(|e| run_err(e.to_string()))?;

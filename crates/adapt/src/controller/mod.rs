@@ -8,7 +8,8 @@
 //! - [`ProactiveController`] ([`proactive`]) — the audio paper (adaptive-deadline-audio-android.txt
 //!   §5.2) for cooperating applications: per-job normalised runtime C_m (eq. 3), per-workUnits
 //!   asymmetric EWMA (eq. 4) in a [`WorkUnitsTable`](crate::predictor::WorkUnitsTable), Q =
-//!   m_m·C_e + m_o (eq. 5) on every workUnits change and every N jobs.
+//!   m_m·C_e + m_o (eq. 5) on every workUnits change and every N jobs; optionally Q from a
+//!   percentile of each workUnits value's runtimes instead ([`MarginMode::Percentile`], LFS++ §5.3).
 //! - [`JobController`] ([`job`]) — the adaptive-reservation baseline LFS++ compares against
 //!   (§7.3): jobs measured exactly from begin/end CPU times, percentile predictor, Q = (1 + x)·𝒫.
 //!
@@ -43,7 +44,9 @@ pub use legacy::{
     PROBE_MIN_BANDWIDTH, PROBE_PERIOD_NS,
 };
 pub use pool::{Pool, PoolError};
-pub use proactive::{Measure, ProactiveConfig, ProactiveController, ProactiveThreadStatus};
+pub use proactive::{
+    MarginMode, Measure, PercentileMargin, ProactiveConfig, ProactiveController, ProactiveThreadStatus,
+};
 
 /// Invalid controller configuration.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

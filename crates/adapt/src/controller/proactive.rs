@@ -2,6 +2,12 @@
 //! normalised runtime C_m (eq. 3, [`normalised_runtime`]), per-workUnits asymmetric EWMA (eq. 4)
 //! in a [`WorkUnitsTable`], Q = m_m·C_e + m_o (eq. 5, [`audio_budget`]) on every workUnits
 //! change and every N jobs, with an overload boost after an overrun.
+//!
+//! **Margin modes.** [`MarginMode::Fixed`] is eq. 5 as published. [`MarginMode::Percentile`] sizes
+//! Q from the measured dispersion of each workUnits value instead: the p-th percentile of its last
+//! N runtimes (the LFS++ percentile estimator, lfspp-legacy-multimedia.txt §5.3, kept per
+//! workUnits value in a [`WorkUnitsPercentiles`]), never less than (1 + floor) times their median,
+//! with eq. 5 as the fallback while a value has too few samples. See [`ProactiveController`].
 
 use pacer_model::reservation::DL_MIN_RUNTIME_NS;
 use serde::Serialize;
@@ -11,7 +17,7 @@ use super::common::{roster_methods, Roster, ThreadOptions};
 use super::pool::Seat;
 use super::ControllerError;
 use crate::kernel::{AppEvent, Controller, DlState, Kernel, Tid};
-use crate::predictor::WorkUnitsTable;
+use crate::predictor::{WorkUnitsPercentiles, WorkUnitsTable};
 use crate::supervisor::Compression;
 
 /// Parameters of the [`ProactiveController`].
@@ -41,6 +47,60 @@ pub struct ProactiveConfig {
     /// Optional periodic activation (ns): only (re)applies pending reservations; the controller is
     /// event-driven.
     pub tick_ns: Option<u64>,
+    /// How Q's margin over the measured runtimes is sized (default: eq. 5, [`MarginMode::Fixed`]).
+    pub margin: MarginMode,
+}
+
+/// How the [`ProactiveController`] sizes the margin of Q over the measured runtimes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum MarginMode {
+    /// Eq. 5 as published: Q = m_m·C_e + m_o, a margin fixed in advance whatever the spread of
+    /// the runtimes; after an overrun, Q × `overload_boost`.
+    Fixed,
+    /// Q from the measured dispersion of the current workUnits value (LFS++'s percentile budget,
+    /// lfspp §5.3): see [`PercentileMargin`].
+    Percentile(PercentileMargin),
+}
+
+/// Parameters of [`MarginMode::Percentile`]:
+/// Q = max(P_p, ⌈(1 + floor)·P_50⌉) over the last `window` runtimes of the current workUnits
+/// value, once it has `min_samples`; eq. 5 (m_m·C_e + m_o, from the workUnits table's four-case
+/// lookup) until then.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PercentileMargin {
+    /// The percentile p ∈ (0, 1] (LFS++'s rank rule: the ⌊N·(1 − p)⌋+1-th largest sample).
+    pub p: f64,
+    /// N: runtimes remembered per workUnits value.
+    pub window: u32,
+    /// Samples a workUnits value needs before its percentile replaces eq. 5 (1 ≤ · ≤ N).
+    pub min_samples: u32,
+    /// Smallest margin over the median, as a fraction of it (≥ 0): what is left when the
+    /// runtimes of a value barely vary, so that Q never equals a runtime exactly.
+    pub floor: f64,
+}
+
+impl Default for PercentileMargin {
+    /// p = 0.9 of the last N = 64 runtimes, trusted from 16, floor 1 %.
+    ///
+    /// - p: one job in ten may overrun by design. An overrun finishes in the next period, which
+    ///   a double-buffered consumer (the audio paper's 2 bursts) absorbs; p ≥ 0.95 buys little
+    ///   less lateness for a higher budget (docs/experiments/audio-energy.md).
+    /// - N = 64: enough samples for the 0.9 percentile to be the 7th largest, not an extreme,
+    ///   and few enough to follow drift within about 64 jobs.
+    /// - 16 samples: the rank rule then allows one sample above the percentile (j = ⌊16·0.1⌋);
+    ///   fewer would make Q the maximum of a handful.
+    /// - floor 1 %: twice the paper's m_m = 1.005, and small enough that on the paper's workload
+    ///   the floor alone never buys an OPP the runtime does not need (185 voices, 88.1 % of the
+    ///   CPU, fit 2112 MHz's 89.4 % with 1 %, not with 2 %).
+    fn default() -> Self {
+        PercentileMargin {
+            p: 0.9,
+            window: 64,
+            min_samples: 16,
+            floor: 0.01,
+        }
+    }
 }
 
 impl Default for ProactiveConfig {
@@ -58,6 +118,9 @@ impl Default for ProactiveConfig {
             bound: None,
             compression: Compression::Proportional,
             tick_ns: None,
+            // The published eq. 5 stays the library's default: the daemon's sessions keep the
+            // paper's behaviour unless they ask for the percentile margin.
+            margin: MarginMode::Fixed,
         }
     }
 }
@@ -84,6 +147,12 @@ impl ProactiveConfig {
             return bad("tick_ns must be > 0");
         }
         WorkUnitsTable::with_alphas(0, self.rise, self.fall)?;
+        if let MarginMode::Percentile(m) = self.margin {
+            if !(m.floor.is_finite() && m.floor >= 0.0) {
+                return bad("the percentile margin's floor must be ≥ 0");
+            }
+            WorkUnitsPercentiles::new(m.window as usize, m.p, m.min_samples as usize)?;
+        }
         Ok(())
     }
 }
@@ -133,6 +202,10 @@ struct ProactiveThread {
     period: u64,
     opts: ThreadOptions,
     table: WorkUnitsTable,
+    /// Per-workUnits runtime percentiles ([`MarginMode::Percentile`] only).
+    spread: Option<WorkUnitsPercentiles>,
+    /// The runtime of the last overrun while boosted ([`MarginMode::Percentile`]'s boost).
+    overrun_ns: u64,
     units: u64,
     open: Option<OpenJob>,
     jobs: u64,
@@ -158,6 +231,20 @@ struct ProactiveThread {
 /// next update would leave the budget short meanwhile, so an overrun triggers an immediate update
 /// with Q = `overload_boost`·(m_m·C_e + m_o); the boost stays until the next regular update (N
 /// jobs later, or a workUnits event), which drops it unless another overrun happened.
+///
+/// **Percentile margin** ([`MarginMode::Percentile`]). Eq. 5's margins are fixed in advance: too
+/// small for a noisy workload (every overrun then pays the boost), too large for a steady one, and
+/// m_o, a share of the period, can buy a whole OPP on its own. LFS++ (lfspp §5.3) sizes the budget
+/// from a percentile of the measured computation times instead; here that percentile is taken per
+/// workUnits value, so the table's structure is kept: every C_m also joins its value's last N
+/// runtimes, and Q = max(P_p, ⌈(1 + floor)·P_50⌉) of the current value. The floor is what is left
+/// when a value's runtimes do not vary. Until a value has `min_samples` runtimes (a value never
+/// seen, or just announced) Q is eq. 5 on the table's lookup, as in `Fixed`. The update points are
+/// the same (every workUnits event, every N jobs). The boost differs: a fraction 1 − p of the
+/// runtimes lie above Q by construction, so an overrun within the value's measured spread waits
+/// for the regular update; only an overrun beyond every recent runtime of its value (a load step
+/// the hints did not announce) boosts, and then to that overrun's runtime (the budget that job
+/// needed) rather than by a fixed factor.
 #[derive(Debug)]
 pub struct ProactiveController {
     cfg: ProactiveConfig,
@@ -198,6 +285,15 @@ impl ProactiveController {
                 period: period_ns,
                 opts,
                 table: WorkUnitsTable::with_alphas(max, cfg.rise, cfg.fall)?,
+                spread: match cfg.margin {
+                    MarginMode::Fixed => None,
+                    MarginMode::Percentile(m) => Some(WorkUnitsPercentiles::new(
+                        m.window as usize,
+                        m.p,
+                        m.min_samples as usize,
+                    )?),
+                },
+                overrun_ns: 0,
                 units: 0,
                 open: None,
                 jobs: 0,
@@ -238,11 +334,37 @@ impl ProactiveController {
         self.roster.threads.get(&tid).map(|t| &t.table)
     }
 
+    /// The per-workUnits percentiles of a thread ([`MarginMode::Percentile`] only).
+    pub fn percentiles(&self, tid: Tid) -> Option<&WorkUnitsPercentiles> {
+        self.roster.threads.get(&tid).and_then(|t| t.spread.as_ref())
+    }
+
+    /// Q before the boost and the bandwidth clamp, for the current workUnits value.
+    fn budget(cfg: &ProactiveConfig, th: &ProactiveThread) -> u64 {
+        let eq5 = || audio_budget(th.table.predict(th.units), cfg.margin_mult, cfg.margin_offset_ns);
+        match (cfg.margin, &th.spread) {
+            (MarginMode::Percentile(m), Some(spread)) => {
+                match (spread.percentile(th.units), spread.median(th.units)) {
+                    (Some(pct), Some(median)) => pct.max(ceil_ns((1.0 + m.floor) * median as f64)),
+                    // Too few runtimes of this value for a percentile to mean anything (a new
+                    // value, or just after a workUnits change): eq. 5 on the table's lookup.
+                    _ => eq5(),
+                }
+            }
+            _ => eq5(),
+        }
+    }
+
     fn recompute(cfg: &ProactiveConfig, th: &mut ProactiveThread) {
-        let c_e = th.table.predict(th.units);
-        let mut q = audio_budget(c_e, cfg.margin_mult, cfg.margin_offset_ns);
+        let mut q = Self::budget(cfg, th);
         if th.boosted {
-            q = ceil_ns(q as f64 * cfg.overload_boost);
+            q = match cfg.margin {
+                MarginMode::Fixed => ceil_ns(q as f64 * cfg.overload_boost),
+                // Sized from the overrun: the budget that job needed, not a fixed factor. A fixed
+                // factor re-pays the whole margin on every tail sample the percentile deliberately
+                // leaves above Q; the overrun's own size covers a real step in load just as well.
+                MarginMode::Percentile(_) => q.max(th.overrun_ns),
+            };
         }
         th.since_update = 0;
         th.request = Some(clamp_budget(q, cfg.min_budget_ns, th.period, cfg.max_bandwidth));
@@ -322,11 +444,31 @@ impl Controller for ProactiveController {
                     _ => (cpu_time.saturating_sub(job.cpu), Measure::CpuTime),
                 };
                 th.table.observe(job.units, c_m);
+                // Whether this runtime lies beyond everything recently measured for its
+                // workUnits value (always, without enough history), judged before it joins them.
+                let beyond = th
+                    .spread
+                    .as_ref()
+                    .and_then(|s| s.max(job.units))
+                    .is_none_or(|m| c_m > m);
+                if let Some(spread) = th.spread.as_mut() {
+                    spread.observe(job.units, c_m);
+                }
                 th.last_cm = Some((c_m, how));
                 th.jobs += 1;
                 th.since_update += 1;
-                if q_now.is_some_and(|q| c_m > q) {
+                let overran = q_now.is_some_and(|q| c_m > q);
+                if overran {
                     th.overruns += 1;
+                }
+                // Fixed margins boost on every overrun. The percentile margin leaves a fraction
+                // 1 − p of the runtimes above Q by design, so an overrun within the measured
+                // spread is expected and waits for the regular update; only one beyond it (a
+                // step in load the hints did not announce) boosts.
+                let boost = overran && (cfg.margin == MarginMode::Fixed || beyond);
+                if boost {
+                    // The largest overrun since the boost began: the budget a repeat would need.
+                    th.overrun_ns = if th.boosted { th.overrun_ns.max(c_m) } else { c_m };
                     th.boosted = true;
                     Self::recompute(cfg, th);
                     changed = true;
