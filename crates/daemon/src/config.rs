@@ -95,6 +95,67 @@ pub struct Config {
     pub user: BTreeMap<String, Limits>,
     /// Per group, by name or numeric gid.
     pub group: BTreeMap<String, Limits>,
+    /// How the proactive controller of every session sizes its budgets.
+    pub proactive: ProactiveSettings,
+}
+
+/// Which margin the proactive controller's budgets keep over the measured runtimes
+/// (`pacer_adapt::controller::MarginMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MarginKind {
+    /// Eq. 5 of the audio paper: Q = 1.1 × the EWMA of the runtimes (the library's default).
+    Fixed,
+    /// Q = a percentile of the last runtimes of the current workUnits value (LFS++ style).
+    Percentile,
+}
+
+/// `[proactive]`: the budget rule of proactive sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProactiveSettings {
+    pub margin: MarginKind,
+    /// The percentile p ∈ (0, 1] (percentile margin).
+    pub percentile: f64,
+    /// Runtimes remembered per workUnits value.
+    pub window: u32,
+    /// Runtimes a workUnits value needs before its percentile is used (eq. 5 until then).
+    pub min_samples: u32,
+    /// Smallest margin over the median, as a fraction of it.
+    pub floor: f64,
+    /// GRUB reclaiming (SCHED_FLAG_RECLAIM): a callback longer than its budget runs on in
+    /// bandwidth no other reservation uses instead of waiting for its next period.
+    pub reclaim: bool,
+}
+
+impl Default for ProactiveSettings {
+    fn default() -> Self {
+        let d = pacer_adapt::controller::PercentileMargin::default();
+        ProactiveSettings {
+            margin: MarginKind::Fixed,
+            percentile: d.p,
+            window: d.window,
+            min_samples: d.min_samples,
+            floor: d.floor,
+            reclaim: false,
+        }
+    }
+}
+
+impl ProactiveSettings {
+    /// The controller's margin mode.
+    pub fn mode(&self) -> pacer_adapt::controller::MarginMode {
+        use pacer_adapt::controller::{MarginMode, PercentileMargin};
+        match self.margin {
+            MarginKind::Fixed => MarginMode::Fixed,
+            MarginKind::Percentile => MarginMode::Percentile(PercentileMargin {
+                p: self.percentile,
+                window: self.window,
+                min_samples: self.min_samples,
+                floor: self.floor,
+            }),
+        }
+    }
 }
 
 impl Default for Config {
@@ -108,6 +169,7 @@ impl Default for Config {
             default: Limits::default(),
             user: BTreeMap::new(),
             group: BTreeMap::new(),
+            proactive: ProactiveSettings::default(),
         }
     }
 }
@@ -158,6 +220,13 @@ impl Config {
                 "rt_priority",
                 format!("{} is not in 0..=99", self.rt_priority),
             ));
+        }
+        let probe = pacer_adapt::controller::ProactiveConfig {
+            margin: self.proactive.mode(),
+            ..Default::default()
+        };
+        if let Err(e) = probe.validate() {
+            return Err(field("proactive", e.to_string()));
         }
         let sections = std::iter::once(("default".to_string(), &self.default))
             .chain(self.user.iter().map(|(k, v)| (format!("user.{k}"), v)))

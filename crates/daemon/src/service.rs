@@ -772,6 +772,8 @@ impl Service {
                 ProactiveController::new(ProactiveConfig {
                     max_bandwidth: ceiling,
                     bound: self.cfg.bound,
+                    margin: self.cfg.proactive.mode(),
+                    reclaim: self.cfg.proactive.reclaim,
                     ..ProactiveConfig::default()
                 })
                 .and_then(|c| c.with_pool(&self.pool))
