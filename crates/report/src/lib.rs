@@ -39,9 +39,15 @@
 //! `sans-serif` font; plotters only needs a text size for its own layout (label areas, centring),
 //! and without a font feature it uses a built-in estimate (0.7 em per character) rather than
 //! fontconfig or freetype. That estimate is crude, so label areas are sized with margin to spare;
-//! nothing on the build or the reader's machine needs a font library. Series are drawn as one
-//! `<polyline>` each (or one `<circle>` per point), so the file size follows the number of points
-//! drawn, which [downsampling](Plot#downsampling) bounds.
+//! nothing on the build or the reader's machine needs a font library.
+//!
+//! plotters draws the frame: title, legend, grid, ticks, tick labels and axis labels. The series
+//! themselves are written by this crate into the same `<svg>`, at the pixel positions plotters'
+//! axes give (`map_coordinate`), because plotters writes one `<circle>` element of about 100
+//! bytes per point; here a line is one `<polyline>` of integer pixels (consecutive duplicates
+//! dropped) and a scatter is one `<path>` of round-capped zero-length strokes, about 12 bytes a
+//! point. With [downsampling](Plot#downsampling) bounding the points, the file size follows the
+//! plot's width, not the length of the run.
 
 mod html;
 mod plot;

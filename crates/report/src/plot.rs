@@ -7,6 +7,7 @@
 //! reader is never shown a cleaner picture than the data without being told.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
@@ -175,11 +176,7 @@ fn clean_text(s: &str) -> String {
 /// or `2.5e-4` style outside [10⁻³, 10⁶).
 pub(crate) fn fmt_tick(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
-        return if v.is_finite() {
-            "0".into()
-        } else {
-            v.to_string()
-        };
+        return if v.is_finite() { "0".into() } else { v.to_string() };
     }
     let a = v.abs();
     let s = if !(1e-3..1e6).contains(&a) {
@@ -211,7 +208,11 @@ fn trim_zeros(s: &str) -> &str {
 struct Prepared {
     name: String,
     style: Style,
-    points: Vec<(f64, f64)>,
+    /// Runs of drawable points: a skipped point ends a line (a gap, not a line across it).
+    /// Points series have one segment.
+    segments: Vec<Vec<(f64, f64)>>,
+    /// Points kept, before step corners and downsampling.
+    kept: usize,
     non_finite: usize,
     non_positive: usize,
     clamped: usize,
@@ -309,9 +310,7 @@ impl Plot {
                 )));
             }
             if self.log_y && lo <= 0.0 {
-                return Err(self.invalid(format!(
-                    "y range [{lo}, {hi}]: a log y axis needs min > 0"
-                )));
+                return Err(self.invalid(format!("y range [{lo}, {hi}]: a log y axis needs min > 0")));
             }
         }
         Ok(())
@@ -324,18 +323,33 @@ impl Plot {
                 let mut p = Prepared {
                     name: clean_text(&s.name),
                     style: s.style,
-                    points: Vec::with_capacity(s.points.len()),
+                    segments: Vec::new(),
+                    kept: 0,
                     non_finite: 0,
                     non_positive: 0,
                     clamped: 0,
                 };
+                let x_ok = |x: f64| x.is_finite() && !(self.log_x && x <= 0.0);
+                let mut current: Vec<(f64, f64)> = Vec::new();
                 for &(x, mut y) in &s.points {
-                    if !(x.is_finite() && y.is_finite()) {
-                        p.non_finite += 1;
-                        continue;
-                    }
-                    if (self.log_x && x <= 0.0) || (self.log_y && y <= 0.0) {
-                        p.non_positive += 1;
+                    let finite = x.is_finite() && y.is_finite();
+                    if !finite || (self.log_x && x <= 0.0) || (self.log_y && y <= 0.0) {
+                        if finite {
+                            p.non_positive += 1;
+                        } else {
+                            p.non_finite += 1;
+                        }
+                        if s.style == Style::Points {
+                            continue;
+                        }
+                        // A step holds its level until the next x even when the next y cannot
+                        // be drawn (a histogram's empty bin on a log axis): keep the hold.
+                        if let (Style::Step, Some(&(_, last_y)), true) = (s.style, current.last(), x_ok(x)) {
+                            current.push((x, last_y));
+                        }
+                        if !current.is_empty() {
+                            p.segments.push(std::mem::take(&mut current));
+                        }
                         continue;
                     }
                     if let Some((lo, hi)) = self.y_range {
@@ -344,7 +358,11 @@ impl Plot {
                             y = y.clamp(lo, hi);
                         }
                     }
-                    p.points.push((x, y));
+                    p.kept += 1;
+                    current.push((x, y));
+                }
+                if !current.is_empty() {
+                    p.segments.push(current);
                 }
                 p
             })
@@ -383,7 +401,11 @@ impl Plot {
             }
         }
 
-        let all = || prepared.iter().flat_map(|p| p.points.iter());
+        let all = || {
+            prepared
+                .iter()
+                .flat_map(|p| p.segments.iter().flat_map(|s| s.iter()))
+        };
         let empty = all().next().is_none();
         if empty {
             notes.push(if self.series.is_empty() {
@@ -412,26 +434,22 @@ impl Plot {
         };
 
         let mut svg = String::new();
+        // The series, written by us rather than plotters (see `draw`), added after the axes.
+        let mut layer = String::new();
         let drawn;
         {
-            let root = SVGBackend::with_string(&mut svg, (self.width, self.height))
-                .into_drawing_area();
-            let title = clean_text(&self.title);
+            let root = SVGBackend::with_string(&mut svg, (self.width, self.height)).into_drawing_area();
             let r = match (self.log_x, self.log_y) {
-                (false, false) => self.draw(&root, &title, x0..x1, y0..y1, &prepared, empty),
-                (true, false) => {
-                    self.draw(&root, &title, (x0..x1).log_scale(), y0..y1, &prepared, empty)
-                }
-                (false, true) => {
-                    self.draw(&root, &title, x0..x1, (y0..y1).log_scale(), &prepared, empty)
-                }
+                (false, false) => self.draw(&root, x0..x1, y0..y1, &prepared, empty, &mut layer),
+                (true, false) => self.draw(&root, (x0..x1).log_scale(), y0..y1, &prepared, empty, &mut layer),
+                (false, true) => self.draw(&root, x0..x1, (y0..y1).log_scale(), &prepared, empty, &mut layer),
                 (true, true) => self.draw(
                     &root,
-                    &title,
                     (x0..x1).log_scale(),
                     (y0..y1).log_scale(),
                     &prepared,
                     empty,
+                    &mut layer,
                 ),
             };
             drawn = r.map_err(|message| ReportError::Draw {
@@ -444,18 +462,29 @@ impl Plot {
             })?;
         }
         for (p, &n) in prepared.iter().zip(&drawn) {
-            let given = match p.style {
-                Style::Step => step_len(p.points.len()),
-                _ => p.points.len(),
-            };
+            let given: usize = p
+                .segments
+                .iter()
+                .map(|s| match p.style {
+                    Style::Step => step_len(s.len()),
+                    _ => s.len(),
+                })
+                .sum();
             if n < given {
                 notes.push(format!(
                     "“{}”: {} points drawn as {n} (first, lowest, highest and last per pixel column).",
-                    p.name,
-                    p.points.len()
+                    p.name, p.kept
                 ));
             }
         }
+        // plotters ends its document with "</svg>\n".
+        let Some(end) = svg.rfind("</svg>") else {
+            return Err(ReportError::Draw {
+                title: self.title.clone(),
+                message: "plotters wrote no </svg>".into(),
+            });
+        };
+        svg.insert_str(end, &layer);
         // Screen readers announce the title; the SVG otherwise has no accessible name.
         let svg = svg.replacen(
             "<svg ",
@@ -477,11 +506,11 @@ impl Plot {
     fn draw<X, Y>(
         &self,
         root: &DrawingArea<SVGBackend<'_>, Shift>,
-        title: &str,
         x_spec: X,
         y_spec: Y,
         series: &[Prepared],
         empty: bool,
+        layer: &mut String,
     ) -> Result<Vec<usize>, String>
     where
         X: AsRangedCoord<Value = f64>,
@@ -491,7 +520,9 @@ impl Plot {
     {
         let e = |e: DrawingAreaErrorKind<_>| e.to_string();
         root.fill(&WHITE).map_err(e)?;
-        let area = root.titled(title, ("sans-serif", TITLE_FONT)).map_err(e)?;
+        let area = root
+            .titled(&clean_text(&self.title), ("sans-serif", TITLE_FONT))
+            .map_err(e)?;
 
         let legend = legend_layout(series, self.width);
         let rows = legend.iter().map(|l| l.row + 1).max().unwrap_or(0);
@@ -556,8 +587,7 @@ impl Plot {
                     plotters::style::text_anchor::VPos::Center,
                 ));
             // get_pixel_range is in backend pixels, which are the root's coordinates.
-            root.draw(&Text::new("no data", centre, style))
-                .map_err(e)?;
+            root.draw(&Text::new("no data", centre, style)).map_err(e)?;
             return Ok(vec![0; series.len()]);
         }
 
@@ -567,43 +597,67 @@ impl Plot {
         };
         let mut drawn = Vec::with_capacity(series.len());
         for (i, s) in series.iter().enumerate() {
-            let colour = colour(i);
-            let column = |p: &(f64, f64)| chart.plotting_area().map_coordinate(p).0;
+            let area = chart.plotting_area();
+            let column = |p: &(f64, f64)| area.map_coordinate(p).0;
+            let pixels = |path: &[(f64, f64)]| -> Vec<(i32, i32)> {
+                let mut px: Vec<(i32, i32)> = path.iter().map(|p| area.map_coordinate(p)).collect();
+                // Consecutive points on one pixel draw nothing more.
+                px.dedup();
+                px
+            };
+            let stroke = PALETTE[i % PALETTE.len()];
+            let mut dots: Vec<(i32, i32)> = Vec::new();
+            let mut count = 0;
             match s.style {
                 Style::Line | Style::Step => {
-                    let path = if s.style == Style::Step {
-                        steps(&s.points)
+                    let paths: Vec<Vec<(f64, f64)>> = if s.style == Style::Step {
+                        s.segments.iter().map(|p| steps(p)).collect()
                     } else {
-                        s.points.clone()
+                        s.segments.clone()
                     };
-                    let path = downsample_path(path, columns, column);
-                    drawn.push(path.len());
-                    if path.len() == 1 {
-                        // A single point has no line; a dot shows it is there.
-                        chart
-                            .draw_series(std::iter::once(Circle::new(path[0], 2, colour.filled())))
-                            .map_err(e)?;
-                    } else {
-                        chart
-                            .draw_series(std::iter::once(PathElement::new(
-                                path,
-                                colour.stroke_width(2),
-                            )))
-                            .map_err(e)?;
+                    for path in downsample_paths(paths, columns, column) {
+                        let px = pixels(&path);
+                        count += px.len();
+                        if px.len() == 1 {
+                            // A single point has no line; a dot shows it is there.
+                            dots.push(px[0]);
+                            continue;
+                        }
+                        let _ = write!(
+                            layer,
+                            "<polyline fill=\"none\" stroke=\"{stroke}\" stroke-width=\"2\" \
+                             stroke-linejoin=\"round\" points=\""
+                        );
+                        for (k, (x, y)) in px.iter().enumerate() {
+                            let sep = if k == 0 { "" } else { " " };
+                            let _ = write!(layer, "{sep}{x},{y}");
+                        }
+                        layer.push_str("\"/>\n");
                     }
                 }
                 Style::Points => {
-                    let points = downsample_points(&s.points, columns, column);
-                    drawn.push(points.len());
-                    chart
-                        .draw_series(
-                            points
-                                .into_iter()
-                                .map(|p| Circle::new(p, 2, colour.filled())),
-                        )
-                        .map_err(e)?;
+                    let all: Vec<(f64, f64)> = s.segments.concat();
+                    let mut px = pixels(&downsample_points(&all, columns, column));
+                    px.sort_unstable();
+                    px.dedup();
+                    count = px.len();
+                    dots = px;
                 }
             }
+            if !dots.is_empty() {
+                // Zero-length segments with round caps draw dots at a tenth of the bytes of
+                // one <circle> element each.
+                let _ = write!(
+                    layer,
+                    "<path fill=\"none\" stroke=\"{stroke}\" stroke-width=\"4\" \
+                     stroke-linecap=\"round\" d=\""
+                );
+                for (x, y) in &dots {
+                    let _ = write!(layer, "M{x} {y}h0");
+                }
+                layer.push_str("\"/>\n");
+            }
+            drawn.push(count);
         }
         Ok(drawn)
     }
@@ -727,42 +781,57 @@ fn m4(group: &[usize], y: impl Fn(usize) -> f64, out: &mut Vec<usize>) {
     }
 }
 
-/// Reduces a path to at most `POINTS_PER_COLUMN` points per pixel column; see [`Plot`]'s
-/// documentation on downsampling. `column` maps a point to its pixel column.
-pub(crate) fn downsample_path(
-    path: Vec<(f64, f64)>,
-    columns: usize,
-    column: impl Fn(&(f64, f64)) -> i32,
-) -> Vec<(f64, f64)> {
-    let bound = POINTS_PER_COLUMN * columns;
-    if path.len() <= bound {
-        return path;
-    }
-    let cols: Vec<i32> = path.iter().map(&column).collect();
+/// First, lowest, highest and last point of each run of consecutive points in one column.
+fn m4_runs(path: &[(f64, f64)], cols: &[i32], keep: &mut Vec<usize>) {
     let y = |i: usize| path[i].1;
-    let mut keep = Vec::new();
     let mut start = 0;
     for i in 1..=path.len() {
         if i == path.len() || cols[i] != cols[start] {
             let run: Vec<usize> = (start..i).collect();
-            m4(&run, y, &mut keep);
+            m4(&run, y, keep);
             start = i;
         }
     }
-    if keep.len() > bound {
-        // Unsorted x: group each column as a whole, columns left to right.
-        let mut by_column: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
-        for (i, &c) in cols.iter().enumerate() {
-            by_column.entry(c).or_default().push(i);
-        }
-        keep.clear();
-        for group in by_column.values() {
-            m4(group, y, &mut keep);
-        }
-        // Points mapped outside the plot area (none, given the fitted range) could add columns.
-        keep.truncate(bound);
+}
+
+/// Reduces paths (the segments of one series) to at most `POINTS_PER_COLUMN` points per pixel
+/// column in all; see [`Plot`]'s documentation on downsampling. `column` maps a point to its
+/// pixel column.
+pub(crate) fn downsample_paths(
+    paths: Vec<Vec<(f64, f64)>>,
+    columns: usize,
+    column: impl Fn(&(f64, f64)) -> i32,
+) -> Vec<Vec<(f64, f64)>> {
+    let bound = POINTS_PER_COLUMN * columns;
+    if paths.iter().map(Vec::len).sum::<usize>() <= bound {
+        return paths;
     }
-    keep.into_iter().map(|i| path[i]).collect()
+    let reduced: Vec<Vec<(f64, f64)>> = paths
+        .iter()
+        .map(|path| {
+            let cols: Vec<i32> = path.iter().map(&column).collect();
+            let mut keep = Vec::new();
+            m4_runs(path, &cols, &mut keep);
+            keep.into_iter().map(|i| path[i]).collect()
+        })
+        .collect();
+    if reduced.iter().map(Vec::len).sum::<usize>() <= bound {
+        return reduced;
+    }
+    // Unsorted x or many short segments: one envelope, each column as a whole, left to right.
+    let all: Vec<(f64, f64)> = paths.concat();
+    let mut by_column: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, p) in all.iter().enumerate() {
+        by_column.entry(column(p)).or_default().push(i);
+    }
+    let mut keep = Vec::new();
+    for group in by_column.values() {
+        m4(group, |i| all[i].1, &mut keep);
+    }
+    // Only points mapped outside the plot area (none, the range is fitted or clamped) could
+    // make more columns than `columns`.
+    keep.truncate(bound);
+    vec![keep.into_iter().map(|i| all[i]).collect()]
 }
 
 /// Reduces a scatter to the lowest and highest point of each pixel column when it has more
@@ -775,7 +844,9 @@ pub(crate) fn downsample_points(
     if points.len() <= POINTS_PER_COLUMN * columns {
         return points.to_vec();
     }
-    let mut extremes: BTreeMap<i32, ((f64, f64), (f64, f64))> = BTreeMap::new();
+    // Per column: (lowest, highest).
+    type Extremes = ((f64, f64), (f64, f64));
+    let mut extremes: BTreeMap<i32, Extremes> = BTreeMap::new();
     for p in points {
         extremes
             .entry(column(p))
@@ -826,7 +897,7 @@ mod tests {
         let path: Vec<(f64, f64)> = (0..1000)
             .map(|i| (i as f64, if i == 423 { 100.0 } else { (i % 10) as f64 }))
             .collect();
-        let out = downsample_path(path, 100, |p| (p.0 / 10.0) as i32);
+        let out = downsample_paths(vec![path], 100, |p| (p.0 / 10.0) as i32).concat();
         assert!(out.len() <= 400, "{}", out.len());
         assert!(out.contains(&(423.0, 100.0)));
         assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "order kept");
@@ -839,14 +910,21 @@ mod tests {
         let path: Vec<(f64, f64)> = (0..10_000)
             .map(|i| (((i * 7919) % 10_000) as f64, (i % 13) as f64))
             .collect();
-        let out = downsample_path(path, 50, |p| (p.0 / 200.0) as i32);
+        let out = downsample_paths(vec![path], 50, |p| (p.0 / 200.0) as i32).concat();
         assert!(out.len() <= 200, "{}", out.len());
     }
 
     #[test]
     fn short_paths_are_untouched() {
         let path = vec![(0.0, 1.0), (0.0, 2.0), (0.0, 3.0)];
-        assert_eq!(downsample_path(path.clone(), 1, |_| 0), path);
+        assert_eq!(downsample_paths(vec![path.clone()], 1, |_| 0), vec![path]);
+    }
+
+    #[test]
+    fn many_short_segments_still_meet_the_bound() {
+        let paths: Vec<Vec<(f64, f64)>> = (0..5000).map(|i| vec![(i as f64, 1.0)]).collect();
+        let out = downsample_paths(paths, 10, |p| (p.0 / 500.0) as i32);
+        assert!(out.concat().len() <= 40, "{}", out.concat().len());
     }
 
     #[test]
@@ -865,10 +943,7 @@ mod tests {
             Plot::new("t").y_range(f64::NAN, 1.0),
             Plot::new("t").log_y(true).y_range(0.0, 1.0),
         ] {
-            assert!(matches!(
-                plot.render(),
-                Err(ReportError::InvalidPlot { .. })
-            ));
+            assert!(matches!(plot.render(), Err(ReportError::InvalidPlot { .. })));
         }
     }
 }

@@ -101,8 +101,7 @@ pub(crate) fn write_atomic(
         file.flush().map_err(io_err(&tmp))?;
         // A replaced report keeps its mode (someone may have made it group-readable on purpose).
         if let Some(meta) = &existing {
-            file.set_permissions(meta.permissions())
-                .map_err(io_err(&tmp))?;
+            file.set_permissions(meta.permissions()).map_err(io_err(&tmp))?;
         }
         // Data on disk before the rename makes it visible: otherwise a crash can leave an empty
         // file under the report's name.
@@ -125,9 +124,7 @@ pub(crate) fn write_atomic(
     }
     // The rename is durable once the directory entry is; failure here is reported because the
     // caller may rely on the report surviving a crash.
-    File::open(&dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(&dir))
+    File::open(&dir).and_then(|d| d.sync_all()).map_err(io_err(&dir))
 }
 
 #[cfg(test)]
@@ -135,11 +132,7 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "pacer-report-test-{}-{}",
-            std::process::id(),
-            name
-        ));
+        let dir = std::env::temp_dir().join(format!("pacer-report-test-{}-{}", std::process::id(), name));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
@@ -190,7 +183,13 @@ mod tests {
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let err = write_atomic(&link, |f| f.write_all(b"new")).unwrap_err();
         assert!(
-            matches!(err, ReportError::NotAFile { kind: "symbolic link", .. }),
+            matches!(
+                err,
+                ReportError::NotAFile {
+                    kind: "symbolic link",
+                    ..
+                }
+            ),
             "{err}"
         );
         assert_eq!(fs::read_to_string(&target).unwrap(), "target");
@@ -205,11 +204,23 @@ mod tests {
         let sub = dir.join("sub");
         fs::create_dir(&sub).unwrap();
         let err = write_atomic(&sub, |_| Ok(())).unwrap_err();
-        assert!(matches!(err, ReportError::NotAFile { kind: "directory", .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                ReportError::NotAFile {
+                    kind: "directory",
+                    ..
+                }
+            ),
+            "{err}"
+        );
         fs::remove_dir_all(&dir).unwrap();
         // Refused before anything is created in /dev.
         let err = write_atomic(Path::new("/dev/null"), |_| Ok(())).unwrap_err();
-        assert!(matches!(err, ReportError::NotAFile { kind: "device", .. }), "{err}");
+        assert!(
+            matches!(err, ReportError::NotAFile { kind: "device", .. }),
+            "{err}"
+        );
     }
 
     #[test]
