@@ -461,16 +461,8 @@ impl Plot {
                 message: e.to_string(),
             })?;
         }
-        for (p, &n) in prepared.iter().zip(&drawn) {
-            let given: usize = p
-                .segments
-                .iter()
-                .map(|s| match p.style {
-                    Style::Step => step_len(s.len()),
-                    _ => s.len(),
-                })
-                .sum();
-            if n < given {
+        for (p, &(n, reduced)) in prepared.iter().zip(&drawn) {
+            if reduced {
                 notes.push(format!(
                     "“{}”: {} points drawn as {n} (first, lowest, highest and last per pixel column).",
                     p.name, p.kept
@@ -497,12 +489,13 @@ impl Plot {
         Ok(RenderedPlot {
             svg,
             notes,
-            drawn_points: drawn.iter().sum(),
+            drawn_points: drawn.iter().map(|d| d.0).sum(),
         })
     }
 
-    /// Lays out title, legend and chart, and draws every series; returns the points drawn per
-    /// series. Generic over the axis types so linear and log axes share one body.
+    /// Lays out title, legend and chart (plotters) and writes every series into `layer` (see the
+    /// crate documentation for why); returns per series the points drawn and whether
+    /// downsampling dropped any. Generic over the axis types so linear and log axes share one body.
     fn draw<X, Y>(
         &self,
         root: &DrawingArea<SVGBackend<'_>, Shift>,
@@ -511,7 +504,7 @@ impl Plot {
         series: &[Prepared],
         empty: bool,
         layer: &mut String,
-    ) -> Result<Vec<usize>, String>
+    ) -> Result<Vec<(usize, bool)>, String>
     where
         X: AsRangedCoord<Value = f64>,
         Y: AsRangedCoord<Value = f64>,
@@ -588,7 +581,7 @@ impl Plot {
                 ));
             // get_pixel_range is in backend pixels, which are the root's coordinates.
             root.draw(&Text::new("no data", centre, style)).map_err(e)?;
-            return Ok(vec![0; series.len()]);
+            return Ok(vec![(0, false); series.len()]);
         }
 
         let columns = {
@@ -608,6 +601,8 @@ impl Plot {
             let stroke = PALETTE[i % PALETTE.len()];
             let mut dots: Vec<(i32, i32)> = Vec::new();
             let mut count = 0;
+            // Whether downsampling removed points (not merely pixel duplicates): noted.
+            let reduced;
             match s.style {
                 Style::Line | Style::Step => {
                     let paths: Vec<Vec<(f64, f64)>> = if s.style == Style::Step {
@@ -615,6 +610,7 @@ impl Plot {
                     } else {
                         s.segments.clone()
                     };
+                    reduced = paths.iter().map(Vec::len).sum::<usize>() > POINTS_PER_COLUMN * columns;
                     for path in downsample_paths(paths, columns, column) {
                         let px = pixels(&path);
                         count += px.len();
@@ -637,6 +633,7 @@ impl Plot {
                 }
                 Style::Points => {
                     let all: Vec<(f64, f64)> = s.segments.concat();
+                    reduced = all.len() > POINTS_PER_COLUMN * columns;
                     let mut px = pixels(&downsample_points(&all, columns, column));
                     px.sort_unstable();
                     px.dedup();
@@ -657,7 +654,7 @@ impl Plot {
                 }
                 layer.push_str("\"/>\n");
             }
-            drawn.push(count);
+            drawn.push((count, reduced));
         }
         Ok(drawn)
     }

@@ -348,3 +348,15 @@ fn write_into_a_missing_directory_is_an_io_error() {
     assert!(matches!(err, ReportError::Io { .. }), "{err}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn pixel_duplicates_are_dropped_without_a_downsampling_note() {
+    // 2 000 points on 60 distinct positions: below the downsampling bound, but most coincide.
+    let points: Vec<(f64, f64)> = (0..2000).map(|i| ((i % 20) as f64, (i % 3) as f64)).collect();
+    let r = Plot::new("dups")
+        .series(Series::points("s", points))
+        .render()
+        .unwrap();
+    assert_eq!(r.drawn_points, 60);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+}
