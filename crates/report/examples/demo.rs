@@ -44,9 +44,10 @@ fn main() -> Result<(), ReportError> {
         .meta("seed", "1, 2")
         .meta("machine", "none (generated)");
 
-    report
-        .section("Distribution")
-        .paragraph("Fraction of callbacks that finished within x µs. Higher and further left is better; the tail <1 % decides whether the buffer underruns.");
+    report.section("Distribution").paragraph(
+        "Fraction of callbacks that finished within x µs. Higher and further left is better; \
+             the tail <1 % decides whether the buffer underruns.",
+    );
     report.plot(
         &Plot::new("Callback duration CDF")
             .x_axis("callback duration", "µs")
