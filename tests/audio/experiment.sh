@@ -24,6 +24,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$wo
 cp "$out/voicemark.json" "$work/voicemark.json"
 chmod 644 "$work/voicemark.json"
 common=(--bursts 2 -d "$dur" --cpu 1 --cost-from "$work/voicemark.json" --pattern random --seed 1)
+mkdir -p "$out/csv-daemon" "$out/csv-root" "$out/csv-unpinned"; chmod 777 "$out/csv-daemon"
 
 # The daemon: the user may hold one 0.95-CPU reservation.
 printf '[default]\nbandwidth = 0.95\nthread_bandwidth = 0.95\n' > "$work/pacerd.toml"
@@ -37,17 +38,17 @@ stop() { kill -TERM "$1"; while kill -0 "$1" 2> /dev/null; do sleep 0.1; done; }
 n=$(noise)
 setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
   "$pacer" audio --config adaptive --via daemon --socket "$work/pacer.sock" "${common[@]}" --json \
-  > "$out/adaptive-daemon.json"
+  --csv "$out/csv-daemon" > "$out/adaptive-daemon.json"
 stop "$n"
 
 # Root: SCHED_FIFO pinned beside the noise, SCHED_OTHER, the fixed reservation (same noise, one
 # process: --noise runs it for every configuration).
 "$pacer" audio --config fifo,other,deadline "${common[@]}" --noise 0.5 --noise-priority 51 \
-  --json > "$out/root.json"
+  --json --csv "$out/csv-root" > "$out/root.json"
 # SCHED_FIFO unpinned (the noise still on CPU 1): the kernel's RT balancing may move it away.
 n=$(noise)
 "$pacer" audio --config fifo --bursts 2 -d "$dur" --cost-from "$work/voicemark.json" \
-  --pattern random --seed 1 --json > "$out/fifo-unpinned.json"
+  --pattern random --seed 1 --json --csv "$out/csv-unpinned" > "$out/fifo-unpinned.json"
 stop "$n"
 python3 - "$out" <<'PY'
 import json, sys, os

@@ -26,7 +26,8 @@ pacer sim audio --pattern square --duration 30s   # the §6.1–6.2 square wave 
 pacer sim audio scenario.toml --json              # a scenario file (docs/formats/audio-scenario.md)\n  \
 pacer sim audio --csv out/                        # per-configuration job and underrun CSVs\n  \
 pacer sim audio --jitter 0.05                     # callbacks whose cost varies by 5 % (1 SD)\n  \
-pacer sim audio --jitter 0.05 --margin fixed      # eq. 5's fixed margins, as published\n\n\
+pacer sim audio --jitter 0.05 --margin fixed      # eq. 5's fixed margins, as published\n  \
+pacer sim audio tests/audio/one-opp.toml --cost-from vm.json   # this machine's measured cost\n\n\
 Configurations: fifo-walt (SCHED_FIFO + schedutil/WALT as on Android), fifo-max (SCHED_FIFO at the\n\
 top OPP), adaptive (SCHED_DEADLINE sized by the proactive controller, GRUB-PA), clairvoyant (the\n\
 lowest OPP that fits each callback, known in advance: a lower bound). Latency is LatencyMark's\n\
@@ -59,6 +60,12 @@ pub struct AudioArgs {
     /// gives the values in force; defaults in docs/formats/audio-scenario.md.
     #[arg(long, value_name = "MODE", value_parser = parse_margin)]
     pub margin: Option<MarginKind>,
+    /// The callback's cost measured on this machine: a `pacer audio voicemark --json` file. Its
+    /// fixed cost per burst becomes the scenario's base cost and its burst-to-burst noise the
+    /// --jitter (unless given); the voices stay the paper's, scaled as `pacer audio` plays them
+    /// (210 fill the CPU), so the simulated run is the real run's pattern at this machine's cost.
+    #[arg(long, value_name = "FILE")]
+    pub cost_from: Option<PathBuf>,
     /// Configurations to run (comma-separated): fifo-walt, fifo-max, adaptive, clairvoyant.
     #[arg(long, value_delimiter = ',', value_parser = parse_configuration)]
     pub configurations: Option<Vec<Configuration>>,
@@ -130,6 +137,13 @@ pub fn scenario(a: &AudioArgs) -> Result<(AudioScenario, String)> {
     if let Some(c) = &a.configurations {
         s.configurations = c.clone();
     }
+    if let Some(f) = &a.cost_from {
+        let clock = pacer_workload::audio::AudioClock::new(s.sample_rate_hz, s.burst_frames)
+            .map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        let vm = crate::audio_bench::read_voicemark(f, Some(&clock))?;
+        s.base_cost = Duration(vm.base_ns.max(0.0).round() as u64);
+        s.jitter.sd = vm.cost_cv.clamp(0.0, pacer_sim::audio::JitterSettings::MAX_SD);
+    }
     if let Some(sd) = a.jitter {
         s.jitter.sd = sd;
     }
@@ -143,6 +157,9 @@ pub fn scenario(a: &AudioArgs) -> Result<(AudioScenario, String)> {
 pub fn run(a: AudioArgs) -> Result<()> {
     let mut out = Outputs::new(Stdout::Busy);
     if let Some(p) = &a.scenario {
+        out.input(p);
+    }
+    if let Some(p) = &a.cost_from {
         out.input(p);
     }
     let (s, origin) = scenario(&a)?;

@@ -215,6 +215,10 @@ pub struct Args {
     /// Machine-readable JSON on standard output.
     #[arg(long)]
     pub json: bool,
+    /// An HTML report with SVG plots (completion and wake-up latency CDFs, reserved vs used
+    /// bandwidth over time; VoiceMark: cost against voices), readable offline.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Write `<configuration>-callbacks.csv` and `<configuration>-bandwidth.csv` (the reported
     /// run of each configuration) into this directory.
     #[arg(long, value_name = "DIR")]
@@ -534,12 +538,19 @@ pub fn run(a: Args) -> Result<()> {
         Some(d) => Some(out.dir("--csv", d, true)?),
         None => None,
     };
+    if a.report.is_some() && a.mode == Mode::Load {
+        bail!("--report: `pacer audio load` measures nothing to report");
+    }
+    let report = match &a.report {
+        Some(p) => Some(out.file("--report", p)?),
+        None => None,
+    };
     let meter = Meter::new(&a)?;
     let done_watching = watch_signals()?;
     let result = match a.mode {
-        Mode::Voicemark => run_voicemark(&a, &clock),
+        Mode::Voicemark => run_voicemark(&a, &clock, &mut out, report),
         Mode::Load => run_load(&a),
-        _ => run_audio(&a, &clock, csv_dir.as_deref(), &mut out, &meter),
+        _ => run_audio(&a, &clock, csv_dir.as_deref(), &mut out, report, &meter),
     };
     done_watching.store(true, Ordering::Relaxed);
     result?;
@@ -588,7 +599,7 @@ fn voicemark_spec(a: &Args, clock: &AudioClock, bursts_per_point: usize) -> Voic
     }
 }
 
-fn run_voicemark(a: &Args, clock: &AudioClock) -> Result<()> {
+fn run_voicemark(a: &Args, clock: &AudioClock, out: &mut Outputs, report: Option<Slot>) -> Result<()> {
     let spec = voicemark_spec(a, clock, a.bursts_per_point);
     let seed = a.seed;
     let make = move || make_synth(clock, VOICE_CAP, seed);
@@ -600,6 +611,9 @@ fn run_voicemark(a: &Args, clock: &AudioClock) -> Result<()> {
         runs.push(voicemark::run(&spec, &make, &STOP).context("VoiceMark")?);
     }
     let f = voicemark_file(a, clock, runs);
+    if let Some(slot) = report {
+        out.write(slot, voicemark_report(&f)?.as_bytes())?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&f)?);
         return Ok(());
@@ -739,6 +753,7 @@ fn run_audio(
     clock: &AudioClock,
     csv_dir: Option<&std::path::Path>,
     out: &mut Outputs,
+    report: Option<Slot>,
     meter: &Meter,
 ) -> Result<()> {
     let period = clock.period_ns();
@@ -1008,6 +1023,9 @@ fn run_audio(
             out.write(cb, callbacks_csv(r).as_bytes())?;
             out.write(bw, bandwidth_csv(r).as_bytes())?;
         }
+    }
+    if let Some(slot) = report {
+        out.write(slot, audio_report(&plan, &outcomes, a, fixed_k)?.as_bytes())?;
     }
     if a.json {
         #[derive(Serialize)]
@@ -1283,6 +1301,13 @@ fn render_text(plan: &Plan, outcomes: &[ConfigOutcome], a: &Args, fixed_k: Optio
             for n in &r.notes {
                 o.push_str(&format!("note: {}: {n}\n", oc.configuration));
             }
+            if let Some(st) = r.steal_ns.filter(|&n| n > 0) {
+                o.push_str(&format!(
+                    "note: {}: the hypervisor stole {:.1} ms of CPU time during the run (/proc/stat)\n",
+                    oc.configuration,
+                    st as f64 / 1e6
+                ));
+            }
             if r.refused_notifications > 0 {
                 o.push_str(&format!(
                     "note: {}: {} notifications were refused by pacer\n",
@@ -1308,4 +1333,230 @@ fn histogram_text(h: &[(u64, u64)]) -> String {
         ));
     }
     s
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn machine() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{} CPUs, Linux {} ({})",
+        pacer_linux::sys::online_cpus().len(),
+        release.trim(),
+        host.trim()
+    )
+}
+
+/// The HTML report of a latencymark / jittermark / utilizationmark run.
+fn audio_report(plan: &Plan, outcomes: &[ConfigOutcome], a: &Args, fixed_k: Option<u32>) -> Result<String> {
+    use pacer_report::{cdf, Plot, Report, Series};
+    let mut r = Report::new(&format!(
+        "pacer audio: {} frames at {} Hz",
+        plan.burst_frames, plan.sample_rate_hz
+    ));
+    r.subtitle("A real synthesizer callback on this machine's kernel (issue 17; adaptive-deadline-audio-android.txt §5.3–6)");
+    r.meta("command", &command_line())
+        .meta("machine", &machine())
+        .meta("seed", &plan.seed.to_string())
+        .meta(
+            "voices per CPU",
+            &format!("{:.0} ({})", plan.voices_per_cpu, plan.voices_per_cpu_source),
+        )
+        .meta("background load", &plan.load.describe())
+        .meta("energy", &plan.energy);
+    r.section("Summary");
+    let text = render_text(plan, outcomes, a, fixed_k);
+    r.paragraph(text.lines().take(4).collect::<Vec<_>>().join(" ").as_str());
+    let header = [
+        "configuration",
+        "buffer (bursts)",
+        "underruns",
+        "late",
+        "wake-up p99 (µs)",
+        "callback CPU p99 (µs)",
+        "used",
+        "reserved",
+        "reserved/used",
+    ];
+    let rows: Vec<Vec<String>> = outcomes
+        .iter()
+        .map(|o| match &o.run {
+            None => vec![
+                o.configuration.to_string(),
+                format!("not run: {}", o.not_run.clone().unwrap_or_default()),
+            ],
+            Some(s) => vec![
+                o.configuration.to_string(),
+                s.bursts.to_string(),
+                s.underruns.to_string(),
+                s.soft_misses.to_string(),
+                s.wakeup.map(|w| us(w.p99_ns)).unwrap_or_else(|| "–".into()),
+                s.cpu.map(|w| us(w.p99_ns)).unwrap_or_else(|| "–".into()),
+                format!("{:.3}", s.used_bandwidth),
+                s.reserved_bandwidth
+                    .map(|b| format!("{b:.3}"))
+                    .unwrap_or_else(|| "–".into()),
+                s.reserved_over_used
+                    .map(|b| format!("{b:.2}"))
+                    .unwrap_or_else(|| "–".into()),
+            ],
+        })
+        .collect();
+    r.table(&header, &rows);
+    let ran: Vec<(&ConfigOutcome, &RunResult)> = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref().map(|r| (o, r)))
+        .collect();
+    r.section("Completion latency");
+    r.paragraph(
+        "Time from a callback's due time to its burst being in the sink. A burst later than the \
+         buffer (k bursts × T) is an underrun; later than T, a late callback.",
+    );
+    let mut p = Plot::new("Completion latency, CDF")
+        .x_axis("end − due", "ms")
+        .y_axis("fraction of callbacks", "");
+    for (o, run) in &ran {
+        let v: Vec<f64> = run
+            .callbacks
+            .iter()
+            .map(|c| c.latency_ns() as f64 / 1e6)
+            .collect();
+        p.add_series(Series::step(o.configuration, cdf(&v)));
+    }
+    r.plot(&p)?;
+    r.section("Wake-up latency");
+    let mut p = Plot::new("Wake-up latency, CDF (callbacks that slept)")
+        .x_axis("wake − due", "µs")
+        .y_axis("fraction of callbacks", "")
+        .log_x(true);
+    for (o, run) in &ran {
+        let v: Vec<f64> = run
+            .callbacks
+            .iter()
+            .filter_map(|c| c.wakeup_latency_ns())
+            .map(|n| n as f64 / 1e3)
+            .collect();
+        p.add_series(Series::step(o.configuration, cdf(&v)));
+    }
+    r.plot(&p)?;
+    r.section("Bandwidth over time");
+    r.paragraph(
+        "Used: the callbacks' CPU time per 100 ms window over the window. Reserved: the callback \
+         thread's SCHED_DEADLINE runtime / period as sampled (sched_getattr).",
+    );
+    for (o, run) in &ran {
+        let mut p = Plot::new(&format!("{}: bandwidth", o.configuration))
+            .x_axis("time", "s")
+            .y_axis("share of a CPU", "")
+            .y_range(0.0, 1.0);
+        let window = 100_000_000u64;
+        let mut used: Vec<(f64, f64)> = Vec::new();
+        let mut acc = 0u64;
+        let mut w = 0u64;
+        for c in &run.callbacks {
+            let i = c.due_ns / window;
+            if i != w {
+                used.push(((w * window) as f64 / 1e9, acc as f64 / window as f64));
+                acc = 0;
+                w = i;
+            }
+            acc += c.cpu_ns;
+        }
+        used.push(((w * window) as f64 / 1e9, acc as f64 / window as f64));
+        p.add_series(Series::step("used", used));
+        if run.bandwidth.iter().any(|b| b.runtime_ns > 0) {
+            let reserved: Vec<(f64, f64)> = run
+                .bandwidth
+                .iter()
+                .map(|b| (b.t_ns as f64 / 1e9, b.bandwidth()))
+                .collect();
+            p.add_series(Series::step("reserved", reserved));
+        }
+        r.plot(&p)?;
+    }
+    for o in outcomes {
+        if let Some(s) = &o.run {
+            for n in &s.notes {
+                r.paragraph(&format!("note: {}: {n}", o.configuration));
+            }
+        }
+    }
+    Ok(r.to_html())
+}
+
+/// The HTML report of VoiceMark: each run's points and fitted line.
+fn voicemark_report(f: &VoiceMarkFile) -> Result<String> {
+    use pacer_report::{Plot, Report, Series};
+    let mut r = Report::new("pacer audio voicemark");
+    r.subtitle("The CPU time of one burst against the voices it renders");
+    r.meta("command", &command_line())
+        .meta("machine", &machine())
+        .meta(
+            "voices per CPU",
+            &format!(
+                "median {:.0}, min {:.0}, max {:.0} over {} runs",
+                f.voices_per_cpu,
+                f.voices_per_cpu_min,
+                f.voices_per_cpu_max,
+                f.runs.len()
+            ),
+        )
+        .meta(
+            "cost",
+            &format!(
+                "{:.1} ns per voice, {:.0} ns per burst without voices",
+                f.per_voice_ns, f.base_ns
+            ),
+        );
+    let mut p = Plot::new("Median CPU time per burst")
+        .x_axis("voices", "")
+        .y_axis("CPU time", "µs");
+    for (i, run) in f.runs.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = run
+            .points
+            .iter()
+            .map(|q| (q.voices as f64, q.median_ns as f64 / 1e3))
+            .collect();
+        p.add_series(Series::points(&format!("run {}", i + 1), pts));
+    }
+    let vmax = f
+        .runs
+        .iter()
+        .flat_map(|r| r.points.iter().map(|p| p.voices))
+        .max()
+        .unwrap_or(0) as f64;
+    p.add_series(Series::line(
+        "fit (median)",
+        vec![
+            (0.0, f.base_ns / 1e3),
+            (vmax, (f.base_ns + f.per_voice_ns * vmax) / 1e3),
+        ],
+    ));
+    p.add_series(Series::line(
+        "period T",
+        vec![(0.0, f.period_ns as f64 / 1e3), (vmax, f.period_ns as f64 / 1e3)],
+    ));
+    r.plot(&p)?;
+    let rows: Vec<Vec<String>> = f
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| {
+            vec![
+                (i + 1).to_string(),
+                format!("{:.0}", run.base_ns),
+                format!("{:.1}", run.per_voice_ns),
+                format!("{:.4}", run.r2),
+                format!("{:.0}", run.voices_per_cpu),
+            ]
+        })
+        .collect();
+    r.table(
+        &["run", "base (ns)", "per voice (ns)", "r²", "voices per CPU"],
+        &rows,
+    );
+    Ok(r.to_html())
 }

@@ -104,6 +104,56 @@ fn voicemark_measures_a_cost_per_voice_and_its_file_feeds_a_run() {
 }
 
 #[test]
+fn the_html_report_has_its_plots_and_the_csvs_every_callback() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("audio.html");
+    let csv = dir.path().join("csv");
+    let o = run(&[
+        &[
+            "--config",
+            "other",
+            "--report",
+            html.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        SHORT,
+    ]
+    .concat());
+    json_of(&o);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains("<script"), "no JavaScript");
+    // Completion CDF, wake-up CDF, one bandwidth plot per configuration.
+    assert_eq!(page.matches("<svg").count(), 3, "{page}");
+    for t in [
+        "Completion latency, CDF",
+        "Wake-up latency",
+        "other: bandwidth",
+        "pacer audio",
+    ] {
+        assert!(page.contains(t), "{t} missing");
+    }
+    let rows = std::fs::read_to_string(csv.join("other-callbacks.csv")).unwrap();
+    assert_eq!(rows.lines().count() as u64, PLANNED_3S + 1);
+    assert!(rows.starts_with("job,due_ns,wake_ns,end_ns,cpu_ns,voices,slept,outcome\n"));
+    assert!(csv.join("other-bandwidth.csv").exists());
+    // VoiceMark's report: the cost plot.
+    let vm = dir.path().join("vm.html");
+    let o = run(&[
+        "voicemark",
+        "--runs",
+        "1",
+        "--bursts-per-point",
+        "20",
+        "--report",
+        vm.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&vm).unwrap();
+    assert!(page.contains("Median CPU time per burst") && page.contains("<svg"));
+}
+
+#[test]
 fn bad_input_is_named_and_refused() {
     let cases: &[(&[&str], &str)] = &[
         (&["--bursts", "0"], "--bursts"),

@@ -123,6 +123,12 @@ pub struct ProactiveSettings {
     pub min_samples: u32,
     /// Smallest margin over the median, as a fraction of it.
     pub floor: f64,
+    /// m_m ≥ 1 of eq. 5 (fixed margin).
+    pub margin_mult: f64,
+    /// m_o of eq. 5 as a fraction of the session's period, in [0, 1): what a job consumes of its
+    /// reservation outside its begin and end marks (the wake-up, the sleep, the marks
+    /// themselves) and the budget's headroom against noise (the paper tuned 0.041).
+    pub margin_offset: f64,
     /// GRUB reclaiming (SCHED_FLAG_RECLAIM): a callback longer than its budget runs on in
     /// bandwidth no other reservation uses instead of waiting for its next period.
     pub reclaim: bool,
@@ -137,7 +143,12 @@ impl Default for ProactiveSettings {
             window: d.window,
             min_samples: d.min_samples,
             floor: d.floor,
-            reclaim: false,
+            margin_mult: pacer_adapt::controller::ProactiveConfig::default().margin_mult,
+            margin_offset: 0.0,
+            // Measured with `pacer audio` beside SCHED_FIFO noise (docs/experiments/audio-real.md):
+            // without reclaiming, a callback a little over its budget waits for its next period
+            // and the ones after it start late (0–124 underruns in 30 s); with it, 0–2.
+            reclaim: true,
         }
     }
 }
@@ -223,8 +234,16 @@ impl Config {
         }
         let probe = pacer_adapt::controller::ProactiveConfig {
             margin: self.proactive.mode(),
+            margin_mult: self.proactive.margin_mult,
             ..Default::default()
         };
+        let mo = self.proactive.margin_offset;
+        if !(mo.is_finite() && (0.0..1.0).contains(&mo)) {
+            return Err(field(
+                "proactive.margin_offset",
+                format!("{mo} is not a fraction of the period in [0, 1)"),
+            ));
+        }
         if let Err(e) = probe.validate() {
             return Err(field("proactive", e.to_string()));
         }
@@ -395,5 +414,35 @@ sessions = 8
         assert!(e.to_string().contains("unknown field"), "{e}");
         let e = Config::parse("d.toml", "socket_mode = \"rw\"\n").unwrap_err();
         assert!(e.to_string().contains("socket_mode"), "{e}");
+    }
+
+    #[test]
+    fn the_proactive_section_chooses_the_budget_rule() {
+        use pacer_adapt::controller::MarginMode;
+        let d = Config::parse("d.toml", "").unwrap();
+        assert_eq!(d.proactive.mode(), MarginMode::Fixed);
+        assert!(d.proactive.reclaim, "GRUB reclaiming by default");
+        let c = Config::parse(
+            "d.toml",
+            "[proactive]\nmargin = \"percentile\"\npercentile = 0.95\nreclaim = false\nmargin_offset = 0.041\n",
+        )
+        .unwrap();
+        match c.proactive.mode() {
+            MarginMode::Percentile(m) => assert_eq!(m.p, 0.95),
+            m => panic!("{m:?}"),
+        }
+        assert!(!c.proactive.reclaim);
+        for (text, field) in [
+            ("[proactive]\nmargin = \"guess\"\n", "unknown variant"),
+            ("[proactive]\nmargin_offset = 1.5\n", "proactive.margin_offset"),
+            ("[proactive]\nmargin_mult = 0.5\n", "proactive"),
+            (
+                "[proactive]\nmargin = \"percentile\"\npercentile = 2.0\n",
+                "proactive",
+            ),
+        ] {
+            let e = Config::parse("d.toml", text).unwrap_err().to_string();
+            assert!(e.starts_with("d.toml") && e.contains(field), "{text}: {e}");
+        }
     }
 }

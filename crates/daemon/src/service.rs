@@ -773,6 +773,9 @@ impl Service {
                     max_bandwidth: ceiling,
                     bound: self.cfg.bound,
                     margin: self.cfg.proactive.mode(),
+                    margin_mult: self.cfg.proactive.margin_mult,
+                    margin_offset_ns: (self.cfg.proactive.margin_offset * spec.period_ns as f64).round()
+                        as u64,
                     reclaim: self.cfg.proactive.reclaim,
                     ..ProactiveConfig::default()
                 })

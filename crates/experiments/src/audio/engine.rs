@@ -168,6 +168,22 @@ pub struct RunResult {
     pub notes: Vec<String>,
     /// Notifications the client library reported refused (adaptive only).
     pub refused_notifications: u32,
+    /// Time the hypervisor ran something else while this machine's CPUs wanted to run
+    /// (`steal` of /proc/stat, all CPUs) during the run; `None` where it cannot be read. A
+    /// callback's CPU time includes stolen time the guest cannot see, so steal explains glitches
+    /// no scheduling can prevent on a VM.
+    pub steal_ns: Option<u64>,
+}
+
+/// Σ over CPUs of `steal` in /proc/stat, ns (the `cpu` line's 8th value, in USER_HZ ticks).
+pub fn steal_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as u64 } else { 100 };
+    Some(ticks.saturating_mul(1_000_000_000) / hz)
 }
 
 impl RunResult {
@@ -464,7 +480,12 @@ pub fn run(
             what: "starting the callback thread".into(),
             why: e.to_string(),
         })?;
+    let steal0 = steal_ns();
     let joined = callback.join();
+    let steal = match (steal0, steal_ns()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
     done.store(true, Ordering::Release);
     let (_, samples) = sampler.join().unwrap_or((0, Vec::new()));
     let (callbacks, sink, rms, interrupted, cpus, notes, refused) = match joined {
@@ -489,6 +510,7 @@ pub fn run(
         cpus,
         notes,
         refused_notifications: refused,
+        steal_ns: steal,
     })
 }
 

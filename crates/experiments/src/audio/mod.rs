@@ -108,6 +108,8 @@ pub struct RunSummary {
     pub rms: f64,
     pub interrupted: bool,
     pub refused_notifications: u32,
+    /// Hypervisor steal time during the run, all CPUs (see [`RunResult::steal_ns`]).
+    pub steal_ns: Option<u64>,
     pub cpus: Vec<usize>,
     pub notes: Vec<String>,
 }
@@ -133,6 +135,7 @@ impl RunSummary {
             rms: r.rms,
             interrupted: r.interrupted,
             refused_notifications: r.refused_notifications,
+            steal_ns: r.steal_ns,
             cpus: r.cpus.clone(),
             notes: r.notes.clone(),
         }
