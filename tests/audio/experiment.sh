@@ -6,7 +6,8 @@
 #   - adaptive SCHED_DEADLINE through `pacer daemon`, the benchmark running as an unprivileged user;
 #   - SCHED_FIFO (root), pinned to CPU 1 beside the noise, and unpinned;
 #   - SCHED_OTHER and the fixed reservation, for reference.
-# Usage: tests/audio/experiment.sh OUT_DIR [DURATION] [USER]
+# Usage: [LOAD_SCALE=F] tests/audio/experiment.sh OUT_DIR [DURATION] [USER]
+# LOAD_SCALE (default 1: the paper's 88 % of a CPU at 185 voices) scales every step's voices.
 # Writes OUT_DIR/{voicemark,adaptive-daemon,root}.json and the daemon's log; prints the tables.
 set -euo pipefail
 out=${1:?usage: experiment.sh OUT_DIR [DURATION] [USER]}
@@ -23,7 +24,8 @@ trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$wo
 "$pacer" audio voicemark --runs 5 --cpu 1 --json > "$out/voicemark.json"
 cp "$out/voicemark.json" "$work/voicemark.json"
 chmod 644 "$work/voicemark.json"
-common=(--bursts 2 -d "$dur" --cpu 1 --cost-from "$work/voicemark.json" --pattern random --seed 1)
+scale=${LOAD_SCALE:-1}
+common=(--bursts 2 -d "$dur" --cpu 1 --cost-from "$work/voicemark.json" --pattern random --seed 1 --load-scale "$scale")
 mkdir -p "$out/csv-daemon" "$out/csv-root" "$out/csv-unpinned"; chmod 777 "$out/csv-daemon"
 
 # The daemon: the user may hold one 0.95-CPU reservation.
@@ -48,7 +50,7 @@ stop "$n"
 # SCHED_FIFO unpinned (the noise still on CPU 1): the kernel's RT balancing may move it away.
 n=$(noise)
 "$pacer" audio --config fifo --bursts 2 -d "$dur" --cost-from "$work/voicemark.json" \
-  --pattern random --seed 1 --json --csv "$out/csv-unpinned" > "$out/fifo-unpinned.json"
+  --pattern random --seed 1 --load-scale "$scale" --json --csv "$out/csv-unpinned" > "$out/fifo-unpinned.json"
 stop "$n"
 python3 - "$out" <<'PY'
 import json, sys, os

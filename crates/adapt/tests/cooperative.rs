@@ -328,3 +328,55 @@ fn job_controller_is_the_lfspp_adaptive_reservation_baseline() {
     assert_eq!((st.jobs, st.overruns, st.predicted_ns), (4, 1, Some(2 * MS)));
     assert_eq!(k.deadline(1).unwrap().period.0, 10 * MS);
 }
+
+/// Catch-up: jobs that begin back to back (less than 0.9·T apart) show a thread behind its
+/// period; its budget goes to the cap until a job begins a period after the previous one. Under
+/// GRUB reclaiming jobs are measured by CPU time, not by eq. 3's runtime difference.
+#[test]
+fn proactive_catches_up_at_the_cap_and_measures_cpu_time_under_reclaiming() {
+    let mut k = FakeKernel::new(1, 0.95);
+    k.periodic(1, 0, 0);
+    let cfg = ProactiveConfig {
+        margin_mult: 1.1,
+        update_every: 1,
+        catch_up: true,
+        reclaim: true,
+        ..ProactiveConfig::default()
+    };
+    let mut c = ProactiveController::new(cfg).unwrap();
+    c.add_thread(1, 10 * MS, ThreadOptions::default()).unwrap();
+    units(&mut c, &mut k, 1);
+    let cap = 9_400_000;
+    assert_eq!(runtime(&k), cap, "empty table: the cap");
+    // On time: jobs begin one period apart. The runtime difference says 0.5 ms (reclaiming
+    // depletes slowly); the CPU clock says 2 ms, and that is what is measured.
+    for i in 0..3u64 {
+        k.now = i * 10 * MS;
+        job(
+            &mut c,
+            &mut k,
+            dl(0, 9_000_000),
+            dl(0, 8_500_000),
+            (i * 10 * MS, i * 10 * MS + 2 * MS),
+        );
+    }
+    assert_eq!(c.thread_status(1).unwrap().last_measure, Some(Measure::CpuTime));
+    let normal = runtime(&k);
+    assert_eq!(normal, 2_200_000, "1.1 × 2 ms");
+    // A stall: the next job begins 25 ms late, and the following ones back to back, 2 ms apart.
+    k.now = 45 * MS;
+    job(&mut c, &mut k, None, None, (0, 2 * MS));
+    assert_eq!(runtime(&k), normal, "a late job alone is not a backlog");
+    k.now = 47 * MS;
+    job(&mut c, &mut k, None, None, (0, 2 * MS));
+    assert_eq!(runtime(&k), cap, "back to back: the cap until it has caught up");
+    k.now = 49 * MS;
+    job(&mut c, &mut k, None, None, (0, 2 * MS));
+    assert_eq!(runtime(&k), cap);
+    // Caught up: the next job begins a whole period later.
+    k.now = 59 * MS;
+    job(&mut c, &mut k, None, None, (0, 2 * MS));
+    assert_eq!(runtime(&k), normal);
+    // Off by default: the library keeps the paper's controller.
+    assert!(!ProactiveConfig::default().catch_up);
+}

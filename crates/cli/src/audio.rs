@@ -300,7 +300,7 @@ pub fn render(report: &AudioReport, origin: &str) -> String {
         s.saturating_voices,
         if s.jitter.sd > 0.0 {
             format!(
-                ", × N(1, {}) jitter (truncated at ±3 SD, seed {})",
+                ", × N(1, {:.4}) jitter (truncated at ±3 SD, seed {})",
                 s.jitter.sd, s.jitter.seed
             )
         } else {

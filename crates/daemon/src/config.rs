@@ -132,6 +132,9 @@ pub struct ProactiveSettings {
     /// GRUB reclaiming (SCHED_FLAG_RECLAIM): a callback longer than its budget runs on in
     /// bandwidth no other reservation uses instead of waiting for its next period.
     pub reclaim: bool,
+    /// A thread whose jobs begin less than 0.9·T apart is behind its period: its budget goes to
+    /// its ceiling until it has caught up (`ProactiveConfig::catch_up`).
+    pub catch_up: bool,
 }
 
 impl Default for ProactiveSettings {
@@ -149,6 +152,9 @@ impl Default for ProactiveSettings {
             // without reclaiming, a callback a little over its budget waits for its next period
             // and the ones after it start late (0–124 underruns in 30 s); with it, 0–2.
             reclaim: true,
+            // Measured neutral beside reclaiming, which already lets a backlog drain
+            // (docs/experiments/audio-real.md): available, not the default.
+            catch_up: false,
         }
     }
 }
@@ -422,6 +428,7 @@ sessions = 8
         let d = Config::parse("d.toml", "").unwrap();
         assert_eq!(d.proactive.mode(), MarginMode::Fixed);
         assert!(d.proactive.reclaim, "GRUB reclaiming by default");
+        assert!(!d.proactive.catch_up);
         let c = Config::parse(
             "d.toml",
             "[proactive]\nmargin = \"percentile\"\npercentile = 0.95\nreclaim = false\nmargin_offset = 0.041\n",

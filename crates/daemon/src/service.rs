@@ -777,6 +777,7 @@ impl Service {
                     margin_offset_ns: (self.cfg.proactive.margin_offset * spec.period_ns as f64).round()
                         as u64,
                     reclaim: self.cfg.proactive.reclaim,
+                    catch_up: self.cfg.proactive.catch_up,
                     ..ProactiveConfig::default()
                 })
                 .and_then(|c| c.with_pool(&self.pool))

@@ -49,6 +49,12 @@ pub struct ProactiveConfig {
     pub tick_ns: Option<u64>,
     /// How Q's margin over the measured runtimes is sized (default: eq. 5, [`MarginMode::Fixed`]).
     pub margin: MarginMode,
+    /// Catch-up (default off): a job that begins less than 0.9·T after the previous one shows a
+    /// thread running its jobs back to back, behind its period (after a late wake-up, a
+    /// preemption, a hypervisor stall); Q goes to the bandwidth cap until a job begins at least
+    /// 0.9·T after its predecessor again, so the backlog drains at the cap rather than at the
+    /// budget's small margin over the load.
+    pub catch_up: bool,
 }
 
 /// How the [`ProactiveController`] sizes the margin of Q over the measured runtimes.
@@ -121,6 +127,7 @@ impl Default for ProactiveConfig {
             // The published eq. 5 stays the library's default: the daemon's sessions keep the
             // paper's behaviour unless they ask for the percentile margin.
             margin: MarginMode::Fixed,
+            catch_up: false,
         }
     }
 }
@@ -215,6 +222,10 @@ struct ProactiveThread {
     overruns: u64,
     request: Option<u64>,
     started: bool,
+    /// When the previous job began.
+    last_begin: Option<u64>,
+    /// Behind its period: Q at the cap ([`ProactiveConfig::catch_up`]).
+    behind: bool,
 }
 
 /// The audio paper's adaptive controller (adaptive-deadline-audio-android.txt §5.2).
@@ -303,6 +314,8 @@ impl ProactiveController {
                 overruns: 0,
                 request: None,
                 started: false,
+                last_begin: None,
+                behind: false,
             })
         })
     }
@@ -357,6 +370,10 @@ impl ProactiveController {
 
     fn recompute(cfg: &ProactiveConfig, th: &mut ProactiveThread) {
         let mut q = Self::budget(cfg, th);
+        if th.behind {
+            // clamp_budget below brings it down to the cap.
+            q = u64::MAX;
+        }
         if th.boosted {
             q = match cfg.margin {
                 MarginMode::Fixed => ceil_ns(q as f64 * cfg.overload_boost),
@@ -427,7 +444,16 @@ impl Controller for ProactiveController {
                 Self::recompute(cfg, th);
                 changed = true;
             }
-            AppEvent::JobBegin { dl, cpu_time, .. } => {
+            AppEvent::JobBegin { t, dl, cpu_time, .. } => {
+                let behind = th
+                    .last_begin
+                    .is_some_and(|p| t.saturating_sub(p).saturating_mul(10) < th.period.saturating_mul(9));
+                th.last_begin = Some(t);
+                if cfg.catch_up && behind != th.behind {
+                    th.behind = behind;
+                    Self::recompute(cfg, th);
+                    changed = true;
+                }
                 th.open = Some(OpenJob {
                     dl,
                     cpu: cpu_time,
