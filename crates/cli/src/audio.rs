@@ -300,8 +300,9 @@ pub fn render(report: &AudioReport, origin: &str) -> String {
         s.saturating_voices,
         if s.jitter.sd > 0.0 {
             format!(
-                ", × N(1, {:.4}) jitter (truncated at ±3 SD, seed {})",
-                s.jitter.sd, s.jitter.seed
+                ", × N(1, {}) jitter (truncated at ±3 SD, seed {})",
+                (s.jitter.sd * 1e4).round() / 1e4,
+                s.jitter.seed
             )
         } else {
             String::new()

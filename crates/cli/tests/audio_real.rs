@@ -8,10 +8,10 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{pacer, signal};
+use common::{client_user, pacer, signal};
 use pacer_linux::cpuset::{read_dl_bandwidth, total_bw_of};
 use pacer_testkit::{require, Need};
 use serde_json::Value;
@@ -297,32 +297,6 @@ fn a_killed_benchmark_leaves_no_reservation_and_no_policy() {
         let _ = child.wait();
         back_to(base);
     }
-}
-
-/// The unprivileged user the benchmark runs as (as in tests/daemon.rs): `pacer-ci`, created if
-/// missing, else `nobody`.
-fn client_user() -> (u32, u32) {
-    let lookup = |name: &str| -> Option<(u32, u32)> {
-        let out = Command::new("id").args(["-u", name]).output().ok()?;
-        let uid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-        let out = Command::new("id").args(["-g", name]).output().ok()?;
-        let gid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-        Some((uid, gid))
-    };
-    if lookup("pacer-ci").is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                "pacer-ci",
-            ])
-            .status();
-    }
-    lookup("pacer-ci")
-        .or_else(|| lookup("nobody"))
-        .expect("an unprivileged user")
 }
 
 struct Daemon(Child);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{pacer, signal};
+use common::{client_user, pacer, signal};
 use pacer_linux::cpuset::{read_dl_bandwidth, total_bw_of};
 use pacer_testkit::{require, Need};
 
@@ -35,32 +35,6 @@ fn wait_total_bw(baseline: i64, within: Duration) -> Option<Duration> {
         std::thread::sleep(Duration::from_millis(2));
     }
     None
-}
-
-/// The unprivileged user the C program runs as: `pacer-ci`, created if missing (CI is root on a
-/// fresh machine), else `nobody`.
-fn client_user() -> (u32, u32) {
-    let lookup = |name: &str| -> Option<(u32, u32)> {
-        let out = Command::new("id").args(["-u", name]).output().ok()?;
-        let uid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-        let out = Command::new("id").args(["-g", name]).output().ok()?;
-        let gid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-        Some((uid, gid))
-    };
-    if lookup("pacer-ci").is_none() {
-        let _ = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                "pacer-ci",
-            ])
-            .status();
-    }
-    lookup("pacer-ci")
-        .or_else(|| lookup("nobody"))
-        .expect("an unprivileged user")
 }
 
 /// `libpacer.so` of this build: `cargo test` leaves it in `deps/` beside the binary under test

@@ -153,3 +153,29 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output
         stderr,
     }
 }
+
+/// The unprivileged user tests run clients as: `pacer-ci`, created if missing (CI is root on a
+/// fresh machine), else `nobody`.
+pub fn client_user() -> (u32, u32) {
+    let lookup = |name: &str| -> Option<(u32, u32)> {
+        let out = Command::new("id").args(["-u", name]).output().ok()?;
+        let uid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+        let out = Command::new("id").args(["-g", name]).output().ok()?;
+        let gid = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+        Some((uid, gid))
+    };
+    if lookup("pacer-ci").is_none() {
+        let _ = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                "pacer-ci",
+            ])
+            .status();
+    }
+    lookup("pacer-ci")
+        .or_else(|| lookup("nobody"))
+        .expect("an unprivileged user")
+}

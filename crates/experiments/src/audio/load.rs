@@ -66,6 +66,44 @@ impl LoadSpec {
     }
 }
 
+/// Starts a thread that first sets itself up (`setup` returns whether that worked and the work
+/// to do), reports the outcome, then works only if it succeeded; an error here names `what`.
+fn spawn_ready<F, W>(name: &str, what: &str, setup: F) -> Result<JoinHandle<()>, AudioBenchError>
+where
+    F: FnOnce() -> (Result<(), String>, W) + Send + 'static,
+    W: FnOnce(),
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let (ready, work) = setup();
+            let ok = ready.is_ok();
+            let _ = tx.send(ready);
+            if ok {
+                work();
+            }
+        })
+        .map_err(|e| AudioBenchError::Setup {
+            what: format!("starting {what}"),
+            why: e.to_string(),
+        })?;
+    match rx.recv() {
+        Ok(Ok(())) => Ok(h),
+        Ok(Err(why)) => {
+            let _ = h.join();
+            Err(AudioBenchError::Setup {
+                what: what.to_string(),
+                why,
+            })
+        }
+        Err(_) => Err(AudioBenchError::Setup {
+            what: what.to_string(),
+            why: "it ended at start".into(),
+        }),
+    }
+}
+
 /// Running load threads; they stop when this is dropped or [`Load::stop`]ped.
 pub struct Load {
     stop: Arc<AtomicBool>,
@@ -102,47 +140,25 @@ impl Load {
         for i in 0..spec.hogs {
             let stop = load.stop.clone();
             let cpu = spec.cpu;
-            let (tx, rx) = std::sync::mpsc::channel();
-            let h = std::thread::Builder::new()
-                .name(format!("pacer-hog-{i}"))
-                .spawn(move || {
-                    let tid = sched::gettid();
-                    let r = match cpu {
-                        Some(c) => sched::set_affinity(tid, &[c]).map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    };
-                    let ok = r.is_ok();
-                    let _ = tx.send(r);
-                    if !ok {
-                        return;
+            let h = spawn_ready(&format!("pacer-hog-{i}"), &format!("hog {i}"), move || {
+                let tid = sched::gettid();
+                let ready = match cpu {
+                    Some(c) => {
+                        sched::set_affinity(tid, &[c]).map_err(|e| format!("pinning it to CPU {c}: {e}"))
                     }
+                    None => Ok(()),
+                };
+                let spin = move || {
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         for _ in 0..10_000 {
                             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
                         }
                     }
-                })
-                .map_err(|e| AudioBenchError::Setup {
-                    what: "starting a hog".into(),
-                    why: e.to_string(),
-                })?;
+                };
+                (ready, spin)
+            })?;
             load.threads.push(h);
-            match rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    return Err(AudioBenchError::Setup {
-                        what: format!("pinning hog {i} to CPU {}", cpu.unwrap_or(0)),
-                        why: e,
-                    })
-                }
-                Err(_) => {
-                    return Err(AudioBenchError::Setup {
-                        what: format!("hog {i}"),
-                        why: "it ended at start".into(),
-                    })
-                }
-            }
         }
         if let Some(u) = spec.noise {
             let stop = load.stop.clone();
@@ -150,24 +166,17 @@ impl Load {
             let period = spec.noise_period_ns;
             let busy = (u * period as f64) as u64;
             let prio = spec.noise_priority;
-            let (tx, rx) = std::sync::mpsc::channel();
-            let h = std::thread::Builder::new()
-                .name("pacer-noise".into())
-                .spawn(move || {
-                    let tid = sched::gettid();
-                    let mut r = Ok(());
-                    if let Some(c) = cpu {
-                        r = sched::set_affinity(tid, &[c]).map_err(|e| format!("pinning it to CPU {c}: {e}"));
-                    }
-                    if r.is_ok() {
-                        r = sched::set_policy(tid, Policy::Fifo { priority: prio }, true)
-                            .map_err(|e| format!("setting SCHED_FIFO priority {prio}: {e}"));
-                    }
-                    let ok = r.is_ok();
-                    let _ = tx.send(r);
-                    if !ok {
-                        return;
-                    }
+            let h = spawn_ready("pacer-noise", "the SCHED_FIFO noise thread", move || {
+                let tid = sched::gettid();
+                let mut ready = Ok(());
+                if let Some(c) = cpu {
+                    ready = sched::set_affinity(tid, &[c]).map_err(|e| format!("pinning it to CPU {c}: {e}"));
+                }
+                if ready.is_ok() {
+                    ready = sched::set_policy(tid, Policy::Fifo { priority: prio }, true)
+                        .map_err(|e| format!("setting SCHED_FIFO priority {prio}: {e}"));
+                }
+                let work = move || {
                     let mut next = monotonic_ns();
                     while !stop.load(Ordering::Relaxed) {
                         let start = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
@@ -183,27 +192,10 @@ impl Load {
                             sleep_until_ns(next);
                         }
                     }
-                })
-                .map_err(|e| AudioBenchError::Setup {
-                    what: "starting the noise thread".into(),
-                    why: e.to_string(),
-                })?;
+                };
+                (ready, work)
+            })?;
             load.threads.push(h);
-            match rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    return Err(AudioBenchError::Setup {
-                        what: "the SCHED_FIFO noise thread".into(),
-                        why: e,
-                    })
-                }
-                Err(_) => {
-                    return Err(AudioBenchError::Setup {
-                        what: "the SCHED_FIFO noise thread".into(),
-                        why: "it ended at start".into(),
-                    })
-                }
-            }
         }
         Ok(load)
     }
