@@ -236,7 +236,7 @@ pub struct SessionStatus {
     pub allocation: Option<AllocationStatus>,
     /// Wake-up events the kernel dropped (tracing buffer overruns).
     pub lost_wakeups: u64,
-    /// Threads that exited while controlled.
+    /// Threads pacer controlled that exited (also those that took their own policy back first).
     pub exited_threads: u64,
     pub threads: Vec<ThreadView>,
 }
@@ -253,6 +253,9 @@ pub struct ReleaseReport {
 struct Seen {
     name: String,
     skipped: Option<String>,
+    /// pacer controlled it at some point (a thread that later chose its own policy is skipped
+    /// from then on, and its exit still counts as one of the threads pacer had and lost).
+    controlled: bool,
 }
 
 /// Starts a new guardian when the current one has died.
@@ -384,8 +387,13 @@ impl Session {
         let mut ledger_changed = false;
         for tid in gone {
             if let Some(s) = self.seen.remove(&tid) {
-                if s.skipped.is_none() {
+                // pacer run's threads, for one, put themselves back to SCHED_OTHER just before
+                // they exit; whether a scan sees that first is a race, so the count must not
+                // depend on it.
+                if s.controlled {
                     self.exited += 1;
+                }
+                if s.skipped.is_none() {
                     // The thread is gone: nothing to restore, the kernel released its bandwidth.
                     let _ = self.ctl.remove_thread(&mut self.kernel, tid);
                     self.counters.remove(tid);
@@ -409,7 +417,15 @@ impl Session {
                     if name != s.name {
                         let r = self.take(tid, &name);
                         ledger_changed |= r.is_none();
-                        self.seen.insert(tid, Seen { name, skipped: r });
+                        let controlled = r.is_none();
+                        self.seen.insert(
+                            tid,
+                            Seen {
+                                name,
+                                skipped: r,
+                                controlled,
+                            },
+                        );
                     }
                 }
                 continue;
@@ -422,7 +438,15 @@ impl Session {
                 ledger_changed |= r.is_none();
                 r
             };
-            self.seen.insert(tid, Seen { name, skipped });
+            let controlled = skipped.is_none();
+            self.seen.insert(
+                tid,
+                Seen {
+                    name,
+                    skipped,
+                    controlled,
+                },
+            );
         }
         if ledger_changed {
             self.write_ledger();
