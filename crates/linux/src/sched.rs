@@ -317,10 +317,16 @@ pub fn get_attr(tid: Tid) -> Result<SchedAttr, LinuxError> {
 /// Admission refusals come back as a `Syscall` error with errno EBUSY
 /// (→ [`KernelError::Admission`]).
 ///
-/// A thread leaving SCHED_DEADLINE goes through [`shrink_reservation`] first; see there for the
-/// kernel behaviour this avoids.
+/// A thread leaving SCHED_DEADLINE by another thread's hand goes through [`shrink_reservation`]
+/// first; see there for the kernel behaviour this avoids. A thread demoting itself does not.
 pub fn set_policy(tid: Tid, policy: Policy, reset_on_fork: bool) -> Result<(), LinuxError> {
-    if !matches!(policy, Policy::Deadline(_)) {
+    // A thread demoting itself is running, so the leak `shrink_reservation` avoids (a sleeping
+    // thread moved by another) cannot happen; and parking it would throttle it: with its runtime
+    // nearly spent it would get the next 1024 ns only 4.19 s later, too little for the
+    // demotion's own system call (seen in CI: `pacer run`'s writer thread stuck for minutes at
+    // 1024 ns / 4.19 s while `pacer exec` held it).
+    let own = tid == 0 || tid == gettid();
+    if !own && !matches!(policy, Policy::Deadline(_)) {
         let current = get_attr(tid)?;
         if current.sched_policy == SCHED_DEADLINE {
             shrink_reservation(tid, &current)?;
