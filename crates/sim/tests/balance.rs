@@ -2,9 +2,11 @@
 //! idle balancing kicked from a busy CPU's tick), against the ideal placement. Times in the
 //! comments are milliseconds.
 
-use pacer_model::Duration;
+mod support;
+
 use pacer_sim::{FairBalance, JobRecord, Observer, Sim, SimConfig, TraceEvent};
-use pacer_workload::{Event, Phase, Policy, ThreadSpec, Work, Workload};
+use pacer_workload::{Event, Phase, Policy, ThreadSpec, Workload};
+use support::{run, sleep};
 
 const MS: u64 = 1_000_000;
 
@@ -30,20 +32,6 @@ impl Observer for Trace {
     }
     fn wants_events(&self) -> bool {
         true
-    }
-}
-
-fn run(ms: u64) -> Event {
-    Event::Run {
-        work: Work::Fixed {
-            ns: Duration::from_ms(ms),
-        },
-    }
-}
-
-fn sleep(ms: u64) -> Event {
-    Event::Sleep {
-        duration: Duration::from_ms(ms),
     }
 }
 

@@ -6,24 +6,19 @@
 //! (d) a frequency down-switch under the LFS++ power manager causes no overrun, while plain
 //!     feedback overruns (LFS++ Fig. 10, with AQuoSA's wall-clock budget accounting).
 
+mod support;
+
 use pacer_adapt::controller::{
     LegacyConfig, LegacyController, ProactiveConfig, ProactiveController, ThreadOptions,
 };
 use pacer_adapt::power::PowerConfig;
 use pacer_model::{Duration, Policy};
-use pacer_sim::{JobRecord, Observer, Sim, SimConfig};
+use pacer_sim::{JobRecord, Sim, SimConfig};
 use pacer_workload::{Event, Phase, ThreadSpec, TimerId, TimerMode, Work, Workload};
+use support::Jobs;
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
 
 fn thread(name: &str, policy: Policy, phases: Vec<Phase>) -> ThreadSpec {
     ThreadSpec {

@@ -2,10 +2,13 @@
 //! throttling and per-root-domain admission. Times in the comments are milliseconds; "v" is
 //! virtual runtime, "V" the load-weighted average of the queue's v, "d" a virtual deadline.
 
+mod support;
+
 use pacer_adapt::{Kernel, KernelError};
 use pacer_model::{Duration, Reservation};
 use pacer_sim::{CfsTunables, FairModel, JobRecord, Observer, Sim, SimConfig, TraceEvent};
-use pacer_workload::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+use pacer_workload::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Workload};
+use support::run;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
@@ -43,14 +46,6 @@ fn thread(name: &str, policy: Policy, events: Vec<Event>) -> ThreadSpec {
         cooperative: false,
         job_deadline: None,
         ..Default::default()
-    }
-}
-
-fn run(ms: u64) -> Event {
-    Event::Run {
-        work: Work::Fixed {
-            ns: Duration::from_ms(ms),
-        },
     }
 }
 

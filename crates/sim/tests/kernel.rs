@@ -1,23 +1,18 @@
 //! The simulator's `Kernel` implementation: run-time policy changes with admission control,
 //! wake-up tracing, frequency scaling, workUnits hints and hosted controllers.
 
+mod support;
+
 use std::cell::RefCell;
 use std::rc::Rc;
+use support::Jobs;
 
 use pacer_adapt::{AppEvent, Controller, Kernel, KernelError};
 use pacer_model::{Duration, Policy, Reservation};
-use pacer_sim::{JobRecord, Observer, Sim, SimConfig};
+use pacer_sim::{Sim, SimConfig};
 use pacer_workload::{Event, Phase, ThreadSpec, TimerId, TimerMode, Work, Workload};
 
 const MS: u64 = 1_000_000;
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
 
 fn ms(x: u64) -> Duration {
     Duration::from_ms(x)

@@ -3,45 +3,20 @@
 //! that was idle, and rt-app's `runtime` loop, which reads the clock between 32 µs bursts.
 //! Times in the comments are microseconds.
 
+mod support;
+
 use pacer_model::Duration;
-use pacer_sim::{JobRecord, Observer, Sim, SimConfig, DEFAULT_TIMER_SLACK_NS};
+use pacer_sim::{JobRecord, Sim, SimConfig, DEFAULT_TIMER_SLACK_NS};
 use pacer_workload::{
-    Event, Phase, Policy, Resource, ResourceId, ResourceKind, ThreadSpec, TimerId, TimerMode, Work, Workload,
+    Event, Phase, Policy, Resource, ResourceId, ResourceKind, ThreadSpec, TimerId, TimerMode, Workload,
 };
+use support::{run_us, runtime_us, sleep_us, Jobs};
 
 const US: u64 = 1_000;
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
 
 impl Jobs {
     fn of(&self, thread: u32) -> Vec<JobRecord> {
         self.0.iter().filter(|r| r.thread == thread).copied().collect()
-    }
-}
-
-fn run_us(us: u64) -> Event {
-    Event::Run {
-        work: Work::Fixed {
-            ns: Duration::from_us(us),
-        },
-    }
-}
-
-fn runtime_us(us: u64) -> Event {
-    Event::Runtime {
-        duration: Duration::from_us(us),
-    }
-}
-
-fn sleep_us(us: u64) -> Event {
-    Event::Sleep {
-        duration: Duration::from_us(us),
     }
 }
 

@@ -1,19 +1,14 @@
 //! rt-app's `memrun` event in the simulator: work of count × the cost model's figure for the
 //! buffer's size and layout (crates/sim/src/memcost.rs).
 
-use pacer_sim::{CostCurve, JobRecord, MemRunCost, Observer, Sim, SimConfig, SimError};
+mod support;
+
+use pacer_sim::{CostCurve, MemRunCost, Sim, SimConfig, SimError};
 use pacer_workload::{
     parse_rtapp, ChaseOrder, Event, MemAccess, MemBuffer, MemBufferId, MemBufferKind, Phase, Policy,
     ThreadSpec, Workload,
 };
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
+use support::Jobs;
 
 /// One FIFO thread running `events` once, with `buffers`.
 fn workload(events: Vec<Event>, buffers: Vec<MemBuffer>) -> Workload {

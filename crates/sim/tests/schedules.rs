@@ -1,19 +1,14 @@
 //! Hand-computed schedules: EDF and RM on one CPU, CBS throttling and the wake-up rule, GRUB
 //! reclaiming, Dhall's effect, determinism. Times in the comments are milliseconds.
 
+mod support;
+
 use pacer_model::{Duration, Reservation};
-use pacer_sim::{JobRecord, Observer, Sim, SimConfig};
+use pacer_sim::{JobRecord, Sim, SimConfig};
 use pacer_workload::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+use support::Jobs;
 
 const MS: u64 = 1_000_000;
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
 
 fn ms(x: u64) -> Duration {
     Duration::from_ms(x)

@@ -1,21 +1,16 @@
 //! rt-app's synchronisation, memory, I/O and fork events in the simulator: hand-computed
 //! schedules (times in the comments are milliseconds).
 
+mod support;
+
 use pacer_model::Duration;
 use pacer_sim::{JobRecord, Observer, Sim, SimConfig, SimError, FORKS_LIMIT};
 use pacer_workload::{
-    Event, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec, Work, Workload,
+    Event, Phase, Policy, Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec, Workload,
 };
+use support::{run, sleep_us, Jobs};
 
 const MS: u64 = 1_000_000;
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
 
 impl Jobs {
     /// Finish times of a thread's jobs. A thread without timers whose program ends right after
@@ -27,20 +22,6 @@ impl Jobs {
             .filter(|r| r.thread == thread && !(r.exec == 0 && r.release == r.finish))
             .map(|r| r.finish)
             .collect()
-    }
-}
-
-fn run(ms: u64) -> Event {
-    Event::Run {
-        work: Work::Fixed {
-            ns: Duration::from_ms(ms),
-        },
-    }
-}
-
-fn sleep_us(us: u64) -> Event {
-    Event::Sleep {
-        duration: Duration::from_us(us),
     }
 }
 

@@ -3,35 +3,15 @@
 //! groups, a sleeping group giving its share away), phase-level moves, and the cost of a move
 //! (an RCU grace period, or the fast path right after another move).
 
+mod support;
+
 use pacer_model::Duration;
-use pacer_sim::{JobRecord, Observer, Sim, SimConfig, SimError};
-use pacer_workload::{Event, Phase, Policy, ThreadSpec, Work, Workload};
+use pacer_sim::{JobRecord, Sim, SimConfig, SimError};
+use pacer_workload::{Event, Phase, Policy, ThreadSpec, Workload};
+use support::{run, sleep, Jobs};
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
-
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
-
-impl Observer for Jobs {
-    fn job(&mut self, r: &JobRecord) {
-        self.0.push(*r);
-    }
-}
-
-fn run(ms: u64) -> Event {
-    Event::Run {
-        work: Work::Fixed {
-            ns: Duration::from_ms(ms),
-        },
-    }
-}
-
-fn sleep(ms: u64) -> Event {
-    Event::Sleep {
-        duration: Duration::from_ms(ms),
-    }
-}
 
 /// A SCHED_OTHER thread on `cpus`, in `group` from its start (`None`: the root), repeating
 /// `events` forever.
