@@ -7,7 +7,7 @@
 //! global scheduler state, so they run one at a time.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use pacer_linux::sched;
@@ -563,4 +563,57 @@ fn a_thread_selected_by_a_name_it_takes_later_is_controlled() {
             .any(|t| t["name"] == "sleep" && t["control"]["period_ns"] == 20_000_000)
     });
     assert!(controlled, "never controlled after the rename:\n{stdout}");
+}
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn a_thread_that_needs_the_cpu_after_idling_under_a_tiny_budget_is_not_starved() {
+    let _g = privileged();
+    // `late` (a shell under that name) is taken while it sleeps, so its budget shrinks to the
+    // minimum; then it computes. The kernel enforces budgets at the tick, so its first tick of
+    // work put it tens of seconds in debt: before the fix it took minutes (in CI, `sleep`'s own
+    // exit path took 8+). pacer must notice the far deadline and give it its policy back.
+    let dir = tempfile::tempdir().unwrap();
+    let late = dir.path().join("late");
+    std::os::unix::fs::symlink("/bin/sh", &late).unwrap();
+    let script = format!(
+        "sleep 0.3; exec {} -c 'sleep 1.5; i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; echo done $i'",
+        late.display()
+    );
+    let mut child = pacer()
+        .args(["exec", "--json", "--period", "20ms", "--thread", "late"])
+        .args(["--status-every", "200ms", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = json_lines(&mut child);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut lines = Vec::new();
+    let exit = loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(v) if v["type"] == "exit" => break Some(v),
+            Ok(v) => lines.push(v),
+            Err(RecvTimeoutError::Disconnected) => break None,
+            Err(RecvTimeoutError::Timeout) if Instant::now() > deadline => break None,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    };
+    if exit.is_none() {
+        sigterm(&child);
+    }
+    let status = child.wait().unwrap();
+    let exit = exit.unwrap_or_else(|| panic!("the program did not finish within 15 s: {lines:?}"));
+    assert!(status.success(), "{exit}");
+    assert_eq!(exit["reason"], "the program exited", "{exit}");
+    // Whichever way the session saw it, the thread was controlled at some point.
+    let taken = lines.iter().any(|v| {
+        threads(&v["status"])
+            .iter()
+            .any(|t| t["name"] == "late" && t["control"]["period_ns"] == 20_000_000)
+    });
+    assert!(taken, "`late` was never controlled: {lines:?}");
 }

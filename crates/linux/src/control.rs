@@ -256,7 +256,16 @@ struct Seen {
     /// pacer controlled it at some point (a thread that later chose its own policy is skipped
     /// from then on, and its exit still counts as one of the threads pacer had and lost).
     controlled: bool,
+    /// Given back for a budget debt: taken again once this time (CLOCK_MONOTONIC, ns) has passed.
+    retake_at: Option<u64>,
 }
+
+/// How far ahead of now a throttled reservation's deadline may be before the thread is given
+/// back: at least this many of its periods…
+const DEBT_PERIODS: u64 = 8;
+/// …and at least this long (the run queue's clock, in which the deadline is read, is within a
+/// millisecond of CLOCK_MONOTONIC: `crate::dlstate`).
+const DEBT_MIN_NS: u64 = 100_000_000;
 
 /// Starts a new guardian when the current one has died.
 pub type GuardianFactory = Box<dyn FnMut() -> Result<Guardian, LinuxError>>;
@@ -409,6 +418,20 @@ impl Session {
         }
         let first = std::mem::replace(&mut self.first_scan, false);
         for tid in now {
+            if let Some(at) = self.seen.get(&tid).and_then(|s| s.retake_at) {
+                if self.kernel.now() >= at {
+                    let name = self.pidfd.comm(tid).unwrap_or_default();
+                    let r = self.take(tid, &name);
+                    ledger_changed |= r.is_none();
+                    let controlled = r.is_none();
+                    let s = self.seen.get_mut(&tid).expect("listed above");
+                    s.controlled |= controlled;
+                    s.retake_at = None;
+                    s.name = name;
+                    s.skipped = r;
+                }
+                continue;
+            }
             if let Some(s) = self.seen.get(&tid) {
                 // A thread is often named after it starts (exec of the program, or
                 // pthread_setname_np after pthread_create): a name skipped once is checked again.
@@ -424,6 +447,7 @@ impl Session {
                                 name,
                                 skipped: r,
                                 controlled,
+                                retake_at: None,
                             },
                         );
                     }
@@ -445,6 +469,7 @@ impl Session {
                     name,
                     skipped,
                     controlled,
+                    retake_at: None,
                 },
             );
         }
@@ -485,6 +510,107 @@ impl Session {
         // Informational only: a session without perf counters still controls the thread.
         let _ = self.counters.add(tid);
         None
+    }
+
+    /// Gives threads that are exiting their original policy back at once. `do_exit()` still has
+    /// work to do (unmapping memory, closing files, waking the parent), and a thread reserved
+    /// for the little it ran before it started exiting may have a budget that makes that take
+    /// minutes: with the kernel enforcing budgets at the tick, each tick run over a 1 µs budget
+    /// is repaid at 1 µs per period. The exit is still counted when the thread is gone.
+    fn release_exiting(&mut self) {
+        let pid = self.pidfd.pid();
+        let exiting: Vec<Tid> = self
+            .seen
+            .iter()
+            .filter(|(_, s)| s.skipped.is_none())
+            .filter(|(&tid, _)| crate::procfs::is_exiting(pid, tid) == Some(true))
+            .map(|(&tid, _)| tid)
+            .collect();
+        if exiting.is_empty() {
+            return;
+        }
+        for tid in exiting {
+            match self.ctl.remove_thread(&mut self.kernel, tid) {
+                Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
+                // Still tracked by the guardian and the ledger, which retry at the end.
+                Err(e) => {
+                    self.notices.push(format!(
+                        "thread {tid} is exiting and could not be given its policy back: {e}"
+                    ));
+                    continue;
+                }
+            }
+            self.counters.remove(tid);
+            if let Some(g) = self.guardian.as_mut() {
+                g.untrack(tid);
+            }
+            if let Some(l) = self.ledger.as_mut() {
+                l.entries.remove(&tid);
+            }
+            if let Some(s) = self.seen.get_mut(&tid) {
+                s.skipped = Some("exiting: given its original policy back".to_string());
+            }
+        }
+        self.write_ledger();
+    }
+
+    /// Gives back, for a while, the threads whose reservation is in debt. The kernel enforces a
+    /// budget at the tick (without `HRTICK_DL`), so a thread that suddenly needs the CPU can run
+    /// up to a tick past a small budget, and the replenishment repays the overrun one budget
+    /// per period: 4 ms past a 1 µs budget every 20 ms pushes the next deadline 80 s away, and
+    /// the thread waits that long, its CPU time flat, which the controller reads as a thread
+    /// that needs nothing (LFS++ samples CPU time; a throttled thread's run delay is not counted
+    /// either). Changing the reservation does not help: the kernel keeps the far deadline, even
+    /// across a switch to SCHED_OTHER and back. So the thread gets its original policy until
+    /// that deadline has passed, and is then taken again, as new.
+    fn release_indebted(&mut self) {
+        let now = self.kernel.now();
+        let indebted: Vec<(Tid, u64, u64)> = self
+            .ctl
+            .status()
+            .iter()
+            .filter(|st| self.seen.get(&st.tid).is_some_and(|s| s.skipped.is_none()))
+            .filter_map(|st| {
+                let period = st.period_ns.filter(|_| st.budget_ns.is_some())?;
+                let dl = self.kernel.dl_state(st.tid).ok().flatten()?;
+                let ahead = dl.deadline.saturating_sub(now);
+                let limit = period.saturating_mul(DEBT_PERIODS).max(DEBT_MIN_NS);
+                (dl.runtime <= 0 && ahead > limit).then_some((st.tid, ahead, dl.deadline))
+            })
+            .collect();
+        for (tid, ahead, deadline) in indebted {
+            match self.ctl.remove_thread(&mut self.kernel, tid) {
+                Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
+                Err(e) => {
+                    self.notices.push(format!(
+                        "thread {tid} waits {} for its next budget and could not be given its policy back: {e}",
+                        pacer_model::Duration(ahead).approx()
+                    ));
+                    continue;
+                }
+            }
+            self.counters.remove(tid);
+            if let Some(g) = self.guardian.as_mut() {
+                g.untrack(tid);
+            }
+            if let Some(l) = self.ledger.as_mut() {
+                l.entries.remove(&tid);
+            }
+            let wait = pacer_model::Duration(ahead).approx();
+            let name = self.seen.get(&tid).map(|s| s.name.clone()).unwrap_or_default();
+            if let Some(s) = self.seen.get_mut(&tid) {
+                s.skipped = Some(format!(
+                    "ran past its budget, next one {wait} away: given its original policy back until then"
+                ));
+                // A little after the deadline, so the kernel starts it afresh.
+                s.retake_at = Some(deadline.saturating_add(DEBT_MIN_NS));
+            }
+            self.notices.push(format!(
+                "thread {tid} ({}) ran past its budget (the kernel enforces budgets at the tick) and would wait {wait} for the next one: pacer gave it its original policy and takes it again after that",
+                pacer_model::text::escape_control(&name)
+            ));
+            self.write_ledger();
+        }
     }
 
     /// Stops controlling a thread that chose its own scheduling, without touching it.
@@ -579,6 +705,7 @@ impl Session {
     /// own policy, then the controller's tick.
     pub fn tick(&mut self) {
         self.refresh_threads();
+        self.release_exiting();
         self.check_guardian();
         if self.fatal.is_some() {
             return;
@@ -588,6 +715,7 @@ impl Session {
             self.leave_alone(tid, now);
         }
         self.ctl.tick(&mut self.kernel);
+        self.release_indebted();
         // A change noticed by the kernel right before it would have overwritten it.
         let caught: Vec<(Tid, SchedAttr)> = self
             .ctl

@@ -174,6 +174,17 @@ fn stat_fields(pid: Tid) -> Option<Vec<String>> {
     stat_fields_of(&format!("/proc/{pid}/stat"))
 }
 
+/// Whether thread `tid` of process `pid` is exiting (`PF_EXITING`; `None` when it is gone).
+/// An exiting thread still runs kernel code (unmapping memory, closing files, waking its
+/// parent), under whatever policy it has.
+pub fn is_exiting(pid: Tid, tid: Tid) -> Option<bool> {
+    let flags: u64 = stat_fields_of(&format!("/proc/{pid}/task/{tid}/stat"))?
+        .get(6)?
+        .parse()
+        .ok()?;
+    Some(flags & PF_EXITING != 0)
+}
+
 /// The CPU thread `tid` of process `pid` last ran on (field 39 of its `stat`).
 pub fn last_cpu(pid: Tid, tid: Tid) -> Option<usize> {
     // Field 3 (state) is fields[0], so field 39 is fields[36].
@@ -212,8 +223,9 @@ pub fn process_alive(pid: Tid, start: Option<u64>) -> bool {
 
 /// `PF_KTHREAD` in the per-process flags (field 9 of /proc/PID/stat, include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_EXITING`: set by `do_exit()` (`exit_signals()`) before the thread tears itself down.
+const PF_EXITING: u64 = 0x0000_0004;
 
-/// Whether `pid` is a kernel thread (`None` when it does not exist).
 /// A numeric field of `/proc/TID/status` (`Tgid`, `PPid`, …).
 pub fn status_field(tid: Tid, field: &str) -> Option<Tid> {
     let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
@@ -228,6 +240,7 @@ pub fn parent_of(pid: Tid) -> Option<Tid> {
     status_field(pid, "PPid")
 }
 
+/// Whether `pid` is a kernel thread (`None` when it does not exist).
 pub fn is_kernel_thread(pid: Tid) -> Option<bool> {
     let flags: u64 = stat_fields(pid)?.get(6)?.parse().ok()?;
     Some(flags & PF_KTHREAD != 0)
