@@ -206,7 +206,10 @@ pub struct Args {
     /// Period of the reservation sampler.
     #[arg(long, value_parser = parse_duration, default_value = "10ms")]
     pub sample: Duration,
-    /// ALSA device to play to (a real sound card). Without it the virtual sink plays alone.
+    /// ALSA PCM that also plays every burst (`default`, `hw:0,0`, `plughw:1`; `null` discards
+    /// them and has no clock). The callback keeps its own timer and the virtual sink; the device
+    /// reports its own xruns and the bursts it had no room for. Without it the virtual sink
+    /// plays alone.
     #[arg(long, value_name = "NAME")]
     pub device: Option<String>,
     /// OPP power table (docs/formats/power-table.md) for frequency residency and energy.
@@ -528,7 +531,7 @@ pub fn run(a: Args) -> Result<()> {
         );
     }
     if let Some(d) = &a.device {
-        check_device(d)?;
+        check_device(d, &clock)?;
     }
     let mut out = Outputs::new(Stdout::Busy);
     if let Some(p) = &a.cost_from {
@@ -731,21 +734,26 @@ impl Meter {
     }
 }
 
-/// `--device`: where ALSA has no card, say so.
-fn check_device(name: &str) -> Result<()> {
-    let cards = std::fs::read_to_string("/proc/asound/cards").unwrap_or_default();
-    let none = cards.trim().is_empty() || cards.contains("no soundcards");
-    if none {
-        bail!(
-            "--device {name}: this machine has no sound device (/proc/asound/cards lists none); \
-             without --device the benchmark plays into its virtual sink, which counts underruns \
-             the same way"
-        );
-    }
-    bail!(
-        "--device {name}: this build of pacer has no ALSA output; the virtual sink measures the \
-         same callback without it"
-    )
+/// `--device`: opens the PCM once before any run, so a missing device or an unusable
+/// configuration is an error before minutes of measuring; returns how the output line names it.
+fn check_device(name: &str, clock: &AudioClock) -> Result<String> {
+    let p = pacer_linux::playback::Playback::open(&pacer_linux::playback::PlaybackConfig {
+        device: name.to_string(),
+        rate: clock.sample_rate_hz,
+        burst_frames: clock.burst_frames,
+        bursts: 2,
+    })
+    .map_err(|e| anyhow::anyhow!("--device {name}: {e}"))?;
+    let r = p.finish();
+    let clock_note = if r.clocked {
+        ""
+    } else {
+        ", which discards samples and has no clock: its counts say nothing about timing"
+    };
+    Ok(format!(
+        "virtual sink and ALSA device {name:?} ({} Hz, {}, period {} frames{clock_note})",
+        r.rate, r.format, r.period_frames
+    ))
 }
 
 fn run_audio(
@@ -863,7 +871,10 @@ fn run_audio(
         load: load.clone(),
         cpu: a.cpu,
         energy: meter.describe(),
-        device: "virtual sink (no --device)".into(),
+        device: match &a.device {
+            Some(d) => check_device(d, clock)?,
+            None => "virtual sink (no --device)".into(),
+        },
     };
     // CSV slots, declared before the runs so a bad path fails before minutes of measuring.
     let mut csv_slots: Vec<(Config, Slot, Slot)> = Vec::new();
@@ -931,6 +942,7 @@ fn run_audio(
                 cpu: a.cpu,
                 sample_ns: a.sample.ns(),
                 progress: Some(progress.clone()),
+                device: a.device.clone(),
             };
             let renderer = make_synth(clock, vmax.max(1), a.seed)?;
             let before = meter.snapshot();
@@ -1306,6 +1318,19 @@ fn render_text(plan: &Plan, outcomes: &[ConfigOutcome], a: &Args, fixed_k: Optio
                     "note: {}: the hypervisor stole {:.1} ms of CPU time during the run (/proc/stat)\n",
                     oc.configuration,
                     st as f64 / 1e6
+                ));
+            }
+            if let Some(d) = &r.device {
+                o.push_str(&format!(
+                    "device: {}: {} frames written, {} xruns, {} bursts dropped (buffer full){}\n",
+                    oc.configuration,
+                    d.frames_written,
+                    d.xruns,
+                    d.dropped_bursts,
+                    d.last_error
+                        .as_ref()
+                        .map(|e| format!(", {} write errors (last: {e})", d.errors))
+                        .unwrap_or_default()
                 ));
             }
             if r.refused_notifications > 0 {

@@ -41,6 +41,7 @@ pub mod guardian;
 pub mod kernel;
 pub mod ledger;
 pub mod perf;
+pub mod playback;
 pub mod procfs;
 pub mod run;
 pub mod sched;

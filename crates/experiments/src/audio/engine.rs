@@ -19,6 +19,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration as StdDuration;
 
 use pacer::{Client, Controller, SessionOptions};
+use pacer_linux::playback::{Playback, PlaybackConfig, PlaybackReport};
 use pacer_linux::sched::{self, SCHED_DEADLINE};
 use pacer_linux::sys::{clock_ns, monotonic_ns, sleep_until_ns};
 use pacer_model::{Duration, Policy, Reservation};
@@ -98,6 +99,8 @@ pub struct RunSpec {
     pub sample_ns: u64,
     /// Callbacks done so far, for a progress display (one relaxed store per callback).
     pub progress: Option<Arc<AtomicU64>>,
+    /// ALSA device that also gets every burst (`--device`), besides the virtual sink.
+    pub device: Option<String>,
 }
 
 /// One callback as measured. Times are ns after t₀ (the sink's start).
@@ -173,6 +176,8 @@ pub struct RunResult {
     /// callback's CPU time includes stolen time the guest cannot see, so steal explains glitches
     /// no scheduling can prevent on a VM.
     pub steal_ns: Option<u64>,
+    /// The ALSA device's side of the run (`--device`).
+    pub device: Option<PlaybackReport>,
 }
 
 /// Σ over CPUs of `steal` in /proc/stat, ns (the `cpu` line's 8th value, in USER_HZ ticks).
@@ -390,6 +395,14 @@ pub fn run(
                     return Err(e);
                 }
             };
+            let mut device = match spec.device.as_deref().map(|d| open_device(d, &spec)) {
+                Some(Ok(p)) => Some(p),
+                Some(Err(e)) => {
+                    drop(t0_tx);
+                    return Err(e);
+                }
+                None => None,
+            };
             let mut scratch = vec![0.0f32; samples_per_burst];
             let mut records: Vec<Callback> = Vec::with_capacity(n);
             // Warm the synthesizer, the scratch buffer and the code path before t₀.
@@ -427,6 +440,13 @@ pub fn run(
                 renderer.render(&mut scratch);
                 let end = monotonic_ns();
                 let outcome = sink.write(&scratch, end);
+                if let Some(d) = device.as_mut() {
+                    if j == 0 {
+                        // The device's clock starts here, with the sink's k bursts queued.
+                        d.prime(spec.bursts.saturating_sub(1), samples_per_burst);
+                    }
+                    d.write(&scratch);
+                }
                 if let Some(s) = session {
                     let _ = s.job_end();
                     // Announce the next burst's voices before it (the proactive API, §5.2).
@@ -455,6 +475,7 @@ pub fn run(
             let count = sink.finish(horizon);
             let mut refused = 0;
             let mut notes = setup.notes;
+            let device = device.map(Playback::finish);
             if let Some((_, s)) = setup.session {
                 if let Ok(r) = s.sync() {
                     refused = r.failed;
@@ -474,6 +495,7 @@ pub fn run(
                 setup.cpus,
                 notes,
                 refused,
+                device,
             ))
         })
         .map_err(|e| AudioBenchError::Setup {
@@ -488,7 +510,7 @@ pub fn run(
     };
     done.store(true, Ordering::Release);
     let (_, samples) = sampler.join().unwrap_or((0, Vec::new()));
-    let (callbacks, sink, rms, interrupted, cpus, notes, refused) = match joined {
+    let (callbacks, sink, rms, interrupted, cpus, notes, refused, device) = match joined {
         Ok(r) => r?,
         Err(_) => {
             return Err(AudioBenchError::Setup {
@@ -511,6 +533,21 @@ pub fn run(
         notes,
         refused_notifications: refused,
         steal_ns: steal,
+        device,
+    })
+}
+
+/// Opens `--device` for this run's clock: a period of one burst, a buffer of k bursts.
+fn open_device(name: &str, spec: &RunSpec) -> Result<Playback, AudioBenchError> {
+    Playback::open(&PlaybackConfig {
+        device: name.to_string(),
+        rate: spec.clock.sample_rate_hz,
+        burst_frames: spec.clock.burst_frames,
+        bursts: spec.bursts,
+    })
+    .map_err(|e| AudioBenchError::Setup {
+        what: "--device".into(),
+        why: e.to_string(),
     })
 }
 

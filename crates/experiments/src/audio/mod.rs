@@ -110,6 +110,9 @@ pub struct RunSummary {
     pub refused_notifications: u32,
     /// Hypervisor steal time during the run, all CPUs (see [`RunResult::steal_ns`]).
     pub steal_ns: Option<u64>,
+    /// What the ALSA device saw (`--device`): its xruns and dropped bursts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<pacer_linux::playback::PlaybackReport>,
     pub cpus: Vec<usize>,
     pub notes: Vec<String>,
 }
@@ -136,6 +139,7 @@ impl RunSummary {
             interrupted: r.interrupted,
             refused_notifications: r.refused_notifications,
             steal_ns: r.steal_ns,
+            device: r.device.clone(),
             cpus: r.cpus.clone(),
             notes: r.notes.clone(),
         }
