@@ -355,24 +355,11 @@ pub fn read_voicemark(path: &std::path::Path, clock: Option<&AudioClock>) -> Res
     Ok(f)
 }
 
-fn fifo_allowed(priority: u8) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 || pacer::privileged() {
-        return true;
-    }
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` is a live rlimit the kernel fills.
-    unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut r) == 0 && r.rlim_cur >= u64::from(priority) }
-}
-
 /// Why a configuration cannot run in this process, if it cannot.
 fn unavailable(c: Config, a: &Args) -> Option<String> {
     match c {
         Config::Other => None,
-        Config::Fifo => (!fifo_allowed(a.fifo_priority))
+        Config::Fifo => (!pacer_linux::cred::may_set_fifo(a.fifo_priority))
             .then(|| "SCHED_FIFO needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO".into()),
         Config::Deadline => {
             (!pacer::privileged()).then(|| "SCHED_DEADLINE needs root or CAP_SYS_NICE".into())

@@ -116,6 +116,21 @@ pub fn owner_of(tid: u32) -> Option<(u32, u32)> {
     Some((field("Tgid:")?, field("Uid:")?))
 }
 
+/// Whether this process may make its threads SCHED_FIFO at `priority`: what
+/// [`may_set_deadline`] allows, or an `RLIMIT_RTPRIO` soft limit of at least `priority`
+/// (`sched_setscheduler(2)`: unprivileged threads may use real-time priorities up to it).
+pub fn may_set_fifo(priority: u8) -> bool {
+    if may_set_deadline() {
+        return true;
+    }
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a live rlimit the kernel fills.
+    unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut r) == 0 && r.rlim_cur >= u64::from(priority) }
+}
+
 /// Whether this process may put threads under SCHED_DEADLINE itself: effective uid 0 or
 /// `CAP_SYS_NICE` in its effective capabilities (`CapEff` in `/proc/self/status`).
 pub fn may_set_deadline() -> bool {

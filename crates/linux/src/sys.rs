@@ -216,6 +216,17 @@ pub fn sleep_until_ns(abs_ns: u64) -> bool {
     r != libc::EINTR
 }
 
+/// Σ over CPUs of `steal` in /proc/stat, ns (the `cpu` line's 8th value, in USER_HZ ticks).
+pub fn steal_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as u64 } else { 100 };
+    Some(ticks.saturating_mul(1_000_000_000) / hz)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

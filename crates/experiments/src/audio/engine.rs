@@ -180,17 +180,6 @@ pub struct RunResult {
     pub device: Option<PlaybackReport>,
 }
 
-/// Σ over CPUs of `steal` in /proc/stat, ns (the `cpu` line's 8th value, in USER_HZ ticks).
-pub fn steal_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = if hz > 0 { hz as u64 } else { 100 };
-    Some(ticks.saturating_mul(1_000_000_000) / hz)
-}
-
 impl RunResult {
     /// Mean CPU time used per period over the callbacks: Σ cpu / (n·T).
     pub fn used_bandwidth(&self) -> f64 {
@@ -502,9 +491,9 @@ pub fn run(
             what: "starting the callback thread".into(),
             why: e.to_string(),
         })?;
-    let steal0 = steal_ns();
+    let steal0 = pacer_linux::sys::steal_ns();
     let joined = callback.join();
-    let steal = match (steal0, steal_ns()) {
+    let steal = match (steal0, pacer_linux::sys::steal_ns()) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };

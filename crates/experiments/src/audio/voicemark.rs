@@ -84,15 +84,6 @@ pub fn fit(points: &[VoicePoint]) -> Option<(f64, f64, f64)> {
     Some((base, c, r2))
 }
 
-fn percentile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    // Nearest rank, the definition `pacer compare` uses.
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 /// sd / mean of a sample (0 for fewer than two values or a zero mean).
 pub fn relative_sd(v: &[u64]) -> f64 {
     if v.len() < 2 {
@@ -160,11 +151,11 @@ pub fn run(
                         return Err(AudioBenchError::Interrupted);
                     }
                     let costs = burst_costs(r.as_mut(), &spec.clock, v, spec.bursts_per_point);
-                    let median = percentile(&costs, 0.5);
+                    let median = super::percentile(&costs, 0.5).unwrap_or(0);
                     points.push(VoicePoint {
                         voices: v,
                         median_ns: median,
-                        p99_ns: percentile(&costs, 0.99),
+                        p99_ns: super::percentile(&costs, 0.99).unwrap_or(0),
                         cv: relative_sd(&costs),
                     });
                     if median as f64 >= spec.stop_at * period as f64 || v >= spec.max_voices {
@@ -216,8 +207,8 @@ mod tests {
         let (b, c, r2) = fit(&pts).unwrap();
         assert!((b - 1000.0).abs() < 1e-6 && (c - 250.0).abs() < 1e-9 && (r2 - 1.0).abs() < 1e-12);
         assert!(fit(&pts[..1]).is_none());
-        assert_eq!(percentile(&[1, 2, 3, 4], 0.5), 2);
-        assert_eq!(percentile(&[1, 2, 3, 4], 0.99), 4);
+        assert_eq!(super::super::percentile(&[1, 2, 3, 4], 0.5), Some(2));
+        assert_eq!(super::super::percentile(&[1, 2, 3, 4], 0.99), Some(4));
         assert_eq!(relative_sd(&[5]), 0.0);
         assert!((relative_sd(&[9, 11]) - 2f64.sqrt() / 10.0).abs() < 1e-12);
     }
