@@ -607,3 +607,51 @@ fn exec_sessions_run_in_the_daemon_under_its_one_supervisor() {
         total_bw()
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn an_exec_session_in_the_daemon_gives_back_a_thread_in_budget_debt() {
+    let _g = privileged();
+    require(Need::Tracefs);
+    let w = world();
+    let base = baseline();
+    let _d = daemon(&w, "");
+    // As in exec.rs: `late` idles down to the minimum budget under the session, then computes;
+    // one tick of work puts it tens of seconds in debt unless the daemon gives it back.
+    let late = w.dir.path().join("late");
+    std::os::unix::fs::symlink("/bin/sh", &late).unwrap();
+    let script = format!(
+        "sleep 0.3; exec {} -c 'sleep 1.5; i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done'",
+        late.display()
+    );
+    let mut exec = pacer()
+        .args([
+            "exec", "--daemon", "--period", "20ms", "--thread", "late", "--socket",
+        ])
+        .arg(&w.socket)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = exec.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            signal(exec.id(), libc::SIGTERM);
+            let _ = exec.wait();
+            panic!("the program did not finish within 15 s under the daemon's session");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(
+        wait_total_bw(base, Duration::from_secs(2)).is_some(),
+        "total_bw {} after the session, baseline {base}",
+        total_bw()
+    );
+}

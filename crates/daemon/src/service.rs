@@ -218,6 +218,8 @@ struct Watch {
     known_period: Option<u64>,
     /// Every thread seen: its name, and why it is left alone (`None`: taken).
     seen: BTreeMap<Tid, (String, Option<String>)>,
+    /// Threads given back for a budget debt ([`control::indebted`]), and when to take them again.
+    retake: BTreeMap<Tid, u64>,
     first: bool,
     exited: u64,
 }
@@ -928,6 +930,7 @@ impl Service {
             follow_new: spec.follow_new,
             known_period: spec.period_ns,
             seen: BTreeMap::new(),
+            retake: BTreeMap::new(),
             first: true,
             exited: 0,
         });
@@ -976,6 +979,10 @@ impl Service {
         let pid = w.pidfd.pid();
         let gone: Vec<Tid> = w.seen.keys().filter(|t| !now.contains(t)).copied().collect();
         for tid in gone {
+            // A thread given back for a debt was pacer's, and its exit counts too.
+            if w.retake.remove(&tid).is_some() {
+                w.exited += 1;
+            }
             if let Some((_, None)) = w.seen.remove(&tid) {
                 w.exited += 1;
                 // Exited: nothing to restore, the kernel released its bandwidth.
@@ -986,6 +993,27 @@ impl Service {
                 kernel.unregister(tid);
                 s.tids.retain(|t| *t != tid);
             }
+        }
+        // Budget debt: the original policy until the far deadline has passed.
+        let clock = kernel.now();
+        for d in control::indebted(ctl, kernel, clock) {
+            if !matches!(w.seen.get(&d.tid), Some((_, None))) {
+                continue;
+            }
+            match ctl.remove_thread(kernel, d.tid) {
+                Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
+                Err(_) => continue,
+            }
+            if let Some(g) = guardian.as_mut() {
+                g.untrack(d.tid);
+            }
+            kernel.unregister(d.tid);
+            s.tids.retain(|t| *t != d.tid);
+            held -= ceiling;
+            if let Some(e) = w.seen.get_mut(&d.tid) {
+                e.1 = Some(d.reason());
+            }
+            w.retake.insert(d.tid, d.retake_at());
         }
         // A thread that set its own policy after it was taken, before any change: that is its
         // original state (see `LinuxKernel::changed_before_applied`).
@@ -1034,8 +1062,13 @@ impl Service {
         let first = std::mem::replace(&mut w.first, false);
         for tid in now {
             let name = w.pidfd.comm(tid).unwrap_or_default();
+            // Offered again: renamed after a skip for its name, or its debt is over.
             let renamed = match w.seen.get(&tid) {
                 None => false,
+                Some(_) if w.retake.get(&tid).is_some_and(|&at| clock >= at) => {
+                    w.retake.remove(&tid);
+                    true
+                }
                 Some((old, skip)) if control::skipped_for_name(skip.as_deref()) && *old != name => true,
                 Some(_) => continue,
             };

@@ -267,6 +267,59 @@ const DEBT_PERIODS: u64 = 8;
 /// millisecond of CLOCK_MONOTONIC: `crate::dlstate`).
 const DEBT_MIN_NS: u64 = 100_000_000;
 
+/// A reserved thread in budget debt (see [`Session`]'s handling): throttled, with its next
+/// deadline far ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Debt {
+    pub tid: Tid,
+    /// How far the deadline is ahead of now, ns.
+    pub ahead_ns: u64,
+    /// The deadline, in the run queue's clock (within a millisecond of CLOCK_MONOTONIC).
+    pub deadline_ns: u64,
+}
+
+impl Debt {
+    /// Why the thread is left alone meanwhile (the status view's `skipped`).
+    pub fn reason(&self) -> String {
+        format!(
+            "ran past its budget, next one {} away: given its original policy back until then",
+            pacer_model::Duration(self.ahead_ns).approx()
+        )
+    }
+
+    /// When to take the thread again: a little after the deadline, so the kernel starts it
+    /// afresh (`ENQUEUE_RESTORE` sets up a new deadline only when the old one is past).
+    pub fn retake_at(&self) -> u64 {
+        self.deadline_ns.saturating_add(DEBT_MIN_NS)
+    }
+}
+
+/// The threads of `ctl` in budget debt. The kernel enforces a budget at the tick (without
+/// `HRTICK_DL`), so a thread that suddenly needs the CPU can run up to a tick past a small
+/// budget, and the replenishment repays the overrun one budget per period: 4 ms past a 1 µs
+/// budget every 20 ms pushes the next deadline 80 s away, and the thread waits that long, its
+/// CPU time flat, which LFS++ reads as a thread that needs nothing (a throttled thread's run
+/// delay is not counted either). Changing the reservation does not help: the kernel keeps the
+/// far deadline, even across a switch to SCHED_OTHER and back (measured on 6.18). The way out
+/// is to give the thread its original policy until the deadline has passed.
+pub fn indebted(ctl: &LegacyController, kernel: &dyn Kernel, now: u64) -> Vec<Debt> {
+    ctl.status()
+        .iter()
+        .filter(|st| st.phase != Phase::Gone)
+        .filter_map(|st| {
+            let period = st.period_ns.filter(|_| st.budget_ns.is_some())?;
+            let dl = kernel.dl_state(st.tid).ok().flatten()?;
+            let ahead_ns = dl.deadline.saturating_sub(now);
+            let limit = period.saturating_mul(DEBT_PERIODS).max(DEBT_MIN_NS);
+            (dl.runtime <= 0 && ahead_ns > limit).then_some(Debt {
+                tid: st.tid,
+                ahead_ns,
+                deadline_ns: dl.deadline,
+            })
+        })
+        .collect()
+}
+
 /// Starts a new guardian when the current one has died.
 pub type GuardianFactory = Box<dyn FnMut() -> Result<Guardian, LinuxError>>;
 
@@ -554,37 +607,22 @@ impl Session {
         self.write_ledger();
     }
 
-    /// Gives back, for a while, the threads whose reservation is in debt. The kernel enforces a
-    /// budget at the tick (without `HRTICK_DL`), so a thread that suddenly needs the CPU can run
-    /// up to a tick past a small budget, and the replenishment repays the overrun one budget
-    /// per period: 4 ms past a 1 µs budget every 20 ms pushes the next deadline 80 s away, and
-    /// the thread waits that long, its CPU time flat, which the controller reads as a thread
-    /// that needs nothing (LFS++ samples CPU time; a throttled thread's run delay is not counted
-    /// either). Changing the reservation does not help: the kernel keeps the far deadline, even
-    /// across a switch to SCHED_OTHER and back. So the thread gets its original policy until
-    /// that deadline has passed, and is then taken again, as new.
+    /// Gives back, for a while, the threads whose reservation is in debt ([`indebted`]); each
+    /// is taken again, as new, once its far deadline has passed.
     fn release_indebted(&mut self) {
         let now = self.kernel.now();
-        let indebted: Vec<(Tid, u64, u64)> = self
-            .ctl
-            .status()
-            .iter()
-            .filter(|st| self.seen.get(&st.tid).is_some_and(|s| s.skipped.is_none()))
-            .filter_map(|st| {
-                let period = st.period_ns.filter(|_| st.budget_ns.is_some())?;
-                let dl = self.kernel.dl_state(st.tid).ok().flatten()?;
-                let ahead = dl.deadline.saturating_sub(now);
-                let limit = period.saturating_mul(DEBT_PERIODS).max(DEBT_MIN_NS);
-                (dl.runtime <= 0 && ahead > limit).then_some((st.tid, ahead, dl.deadline))
-            })
+        let debts: Vec<Debt> = indebted(&self.ctl, &self.kernel, now)
+            .into_iter()
+            .filter(|d| self.seen.get(&d.tid).is_some_and(|s| s.skipped.is_none()))
             .collect();
-        for (tid, ahead, deadline) in indebted {
+        for d in debts {
+            let tid = d.tid;
+            let wait = pacer_model::Duration(d.ahead_ns).approx();
             match self.ctl.remove_thread(&mut self.kernel, tid) {
                 Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
                 Err(e) => {
                     self.notices.push(format!(
-                        "thread {tid} waits {} for its next budget and could not be given its policy back: {e}",
-                        pacer_model::Duration(ahead).approx()
+                        "thread {tid} waits {wait} for its next budget and could not be given its policy back: {e}"
                     ));
                     continue;
                 }
@@ -596,14 +634,10 @@ impl Session {
             if let Some(l) = self.ledger.as_mut() {
                 l.entries.remove(&tid);
             }
-            let wait = pacer_model::Duration(ahead).approx();
             let name = self.seen.get(&tid).map(|s| s.name.clone()).unwrap_or_default();
             if let Some(s) = self.seen.get_mut(&tid) {
-                s.skipped = Some(format!(
-                    "ran past its budget, next one {wait} away: given its original policy back until then"
-                ));
-                // A little after the deadline, so the kernel starts it afresh.
-                s.retake_at = Some(deadline.saturating_add(DEBT_MIN_NS));
+                s.skipped = Some(d.reason());
+                s.retake_at = Some(d.retake_at());
             }
             self.notices.push(format!(
                 "thread {tid} ({}) ran past its budget (the kernel enforces budgets at the tick) and would wait {wait} for the next one: pacer gave it its original policy and takes it again after that",
