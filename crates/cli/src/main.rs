@@ -20,6 +20,7 @@ mod run;
 mod sim;
 mod sim_kernel;
 mod table;
+mod taskset_args;
 mod vtcfs;
 
 use std::process::ExitCode;
