@@ -190,7 +190,18 @@ pub fn run_taskset(
     opts: &TaskSetRunOptions,
     sink: &mut dyn Sink,
 ) -> Result<TaskSetReport, TaskSetError> {
-    let placement = placement::place(set, cfg)?;
+    run_placement(&placement::place(set, cfg)?, cfg, opts, sink)
+}
+
+/// [`run_taskset`] of a set already placed with `placement::place(set, cfg)` (a caller that
+/// shows the placement first runs exactly it: an ILP under a time limit may place differently
+/// twice).
+pub fn run_placement(
+    placement: &Placement,
+    cfg: &Configuration,
+    opts: &TaskSetRunOptions,
+    sink: &mut dyn Sink,
+) -> Result<TaskSetReport, TaskSetError> {
     let allowed = crate::sched::get_affinity(0).map_err(|e| TaskSetError::Privilege(e.to_string()))?;
     if (0..cfg.cpus as usize).any(|c| !allowed.contains(&c)) {
         return Err(TaskSetError::Cpus {
@@ -198,7 +209,7 @@ pub fn run_taskset(
             allowed,
         });
     }
-    check_admission(&placement, cfg, crate::admission::cap().per_cpu_bw)?;
+    check_admission(placement, cfg, crate::admission::cap().per_cpu_bw)?;
     // Global on the whole machine needs no cpuset; anything narrower does (module docs).
     let whole_machine = cfg.policy.0 == Scope::Global && cfg.cpus as usize == allowed.len();
     let specs: Vec<PartitionSpec> = if whole_machine {
@@ -257,8 +268,8 @@ pub fn run_taskset(
         cpus: cfg.cpus,
         cluster_size: cfg.cluster_size,
         assign: cfg.assign.to_string(),
-        tasks: metrics(&placement, &report),
-        bins: placement.bins,
+        tasks: metrics(placement, &report),
+        bins: placement.bins.clone(),
         cpusets,
         cache_misses,
         run: report,
