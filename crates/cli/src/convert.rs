@@ -48,11 +48,7 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let mut out = Outputs::new(Stdout::Free);
     out.input(&a.file);
-    let slot = a
-        .output
-        .as_deref()
-        .map(|p| out.file("--output", p))
-        .transpose()?;
+    let slot = a.output.as_deref().map(|p| out.file("--output", p)).transpose()?;
     let set = match read_input(&a.file, false)? {
         Input::TaskSet(s) => s,
         Input::RtApp(_) => bail!(

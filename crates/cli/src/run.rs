@@ -514,15 +514,31 @@ fn print_results(
 fn taskset_text(t: &TaskSetReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let cluster = t.cluster_size.map(|k| format!(", clusters of {k}")).unwrap_or_default();
-    let _ = writeln!(s, "\n{} on {} CPU(s){cluster}, assignment {}:", t.policy, t.cpus, t.assign);
+    let cluster = t
+        .cluster_size
+        .map(|k| format!(", clusters of {k}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "\n{} on {} CPU(s){cluster}, assignment {}:",
+        t.policy, t.cpus, t.assign
+    );
     for (b, cpus) in t.bins.iter().enumerate() {
-        let names: Vec<&str> = t.tasks.iter().filter(|m| m.bin == b).map(|m| m.name.as_str()).collect();
+        let names: Vec<&str> = t
+            .tasks
+            .iter()
+            .filter(|m| m.bin == b)
+            .map(|m| m.name.as_str())
+            .collect();
         let _ = writeln!(
             s,
             "  CPUs {}: {}",
             pacer_linux::cpuset::format_cpu_list(cpus),
-            if names.is_empty() { "-".to_string() } else { names.join(", ") }
+            if names.is_empty() {
+                "-".to_string()
+            } else {
+                names.join(", ")
+            }
         );
     }
     if t.cpusets.is_empty() {
@@ -532,7 +548,9 @@ fn taskset_text(t: &TaskSetReport) -> String {
             let _ = writeln!(s, "  cpuset {} (removed after the run)", d.display());
         }
     }
-    let mut table = crate::table::Table::new(&["task", "cpus", "jobs", "cpu_ms", "util", "switches", "invol", "migr"]);
+    let mut table = crate::table::Table::new(&[
+        "task", "cpus", "jobs", "cpu_ms", "util", "switches", "invol", "migr",
+    ]);
     for m in &t.tasks {
         table.push(vec![
             pacer_model::text::escape_control(&m.name),

@@ -41,7 +41,8 @@ pub struct TaskSetArgs {
 impl TaskSetArgs {
     /// The policy asked for, g-edf when none is.
     pub fn policy(&self) -> SchedPolicy {
-        self.policy.unwrap_or("g-edf".parse().expect("a valid policy name"))
+        self.policy
+            .unwrap_or("g-edf".parse().expect("a valid policy name"))
     }
 
     /// The configuration these options describe on `cpus` CPUs.

@@ -54,15 +54,36 @@ fn the_simulator_gives_the_same_jobs_on_the_converted_file() {
     for policy in ["p-edf", "g-edf", "p-rm"] {
         let rt = dir.path().join(format!("{policy}.json"));
         ok(pacer()
-            .args(["convert", "--cpus", "2", "--policy", policy, "--duration", "2s", "-o"])
+            .args([
+                "convert",
+                "--cpus",
+                "2",
+                "--policy",
+                policy,
+                "--duration",
+                "2s",
+                "-o",
+            ])
             .arg(&rt)
             .arg(&set));
         let (from_set, from_file) = (dir.path().join("s.csv"), dir.path().join("f.csv"));
         ok(pacer()
-            .args(["sim", "--cpus", "2", "--policy", policy, "--duration", "2s", "--jobs"])
+            .args([
+                "sim",
+                "--cpus",
+                "2",
+                "--policy",
+                policy,
+                "--duration",
+                "2s",
+                "--jobs",
+            ])
             .arg(&from_set)
             .arg(&set));
-        ok(pacer().args(["sim", "--cpus", "2", "--jobs"]).arg(&from_file).arg(&rt));
+        ok(pacer()
+            .args(["sim", "--cpus", "2", "--jobs"])
+            .arg(&from_file)
+            .arg(&rt));
         let (a, b) = (
             std::fs::read_to_string(&from_set).unwrap(),
             std::fs::read_to_string(&from_file).unwrap(),
@@ -77,20 +98,47 @@ fn bad_input_names_the_file_the_field_and_what_was_expected() {
     let dir = tempfile::tempdir().unwrap();
     let set = write_set(dir.path());
     let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, r#"{"tasks": [{"name": "a", "wcet": "2ms", "period": "soon"}]}"#).unwrap();
+    std::fs::write(
+        &bad,
+        r#"{"tasks": [{"name": "a", "wcet": "2ms", "period": "soon"}]}"#,
+    )
+    .unwrap();
     let e = fail(pacer().args(["convert", "--cpus", "2"]).arg(&bad));
     assert!(e.contains("bad.json") && e.contains("tasks[0].period"), "{e}");
     let e = fail(pacer().args(["run", "--cpus", "2"]).arg(&bad));
     assert!(e.contains("bad.json") && e.contains("tasks[0].period"), "{e}");
-    let e = fail(pacer().args(["convert", "--cpus", "2", "--policy", "c-edf"]).arg(&set));
+    let e = fail(
+        pacer()
+            .args(["convert", "--cpus", "2", "--policy", "c-edf"])
+            .arg(&set),
+    );
     assert!(e.contains("needs --cluster-size"), "{e}");
-    let e = fail(pacer().args(["run", "--cpus", "3", "--policy", "c-edf", "--cluster-size", "2"]).arg(&set));
-    assert!(e.contains("--cluster-size 2: expected a divisor of --cpus 3"), "{e}");
-    let e = fail(pacer().args(["convert", "--cpus", "2", "--policy", "x-edf"]).arg(&set));
+    let e = fail(
+        pacer()
+            .args(["run", "--cpus", "3", "--policy", "c-edf", "--cluster-size", "2"])
+            .arg(&set),
+    );
+    assert!(
+        e.contains("--cluster-size 2: expected a divisor of --cpus 3"),
+        "{e}"
+    );
+    let e = fail(
+        pacer()
+            .args(["convert", "--cpus", "2", "--policy", "x-edf"])
+            .arg(&set),
+    );
     assert!(e.contains("expected one of g-edf"), "{e}");
-    let e = fail(pacer().args(["convert", "--cpus", "2", "--exec", "uniform:0.5"]).arg(&set));
+    let e = fail(
+        pacer()
+            .args(["convert", "--cpus", "2", "--exec", "uniform:0.5"])
+            .arg(&set),
+    );
     assert!(e.contains("rt-app's `run`"), "{e}");
-    let e = fail(pacer().args(["run", "--cpus", "2", "--policy", "p-edf", "--assign", "best"]).arg(&set));
+    let e = fail(
+        pacer()
+            .args(["run", "--cpus", "2", "--policy", "p-edf", "--assign", "best"])
+            .arg(&set),
+    );
     assert!(e.contains("unknown packing heuristic `best`"), "{e}");
     // The input is never the output, and a FIFO is not replaced.
     let e = fail(pacer().args(["convert", "--cpus", "2", "-o"]).arg(&set).arg(&set));
@@ -98,7 +146,12 @@ fn bad_input_names_the_file_the_field_and_what_was_expected() {
     assert_eq!(std::fs::read_to_string(&set).unwrap(), SET);
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let e = fail(pacer().args(["convert", "--cpus", "2", "-o"]).arg(&fifo).arg(&set));
+    let e = fail(
+        pacer()
+            .args(["convert", "--cpus", "2", "-o"])
+            .arg(&fifo)
+            .arg(&set),
+    );
     assert!(e.contains("not a regular file") || e.contains("FIFO"), "{e}");
     // Task-set options on an rt-app file would be silently ignored: refused.
     let rt = dir.path().join("rt.json");
@@ -115,7 +168,11 @@ fn bad_input_names_the_file_the_field_and_what_was_expected() {
         r#"{"tasks": [{"name": "x", "wcet": "9600us", "period": "10ms"}, {"name": "y", "wcet": "1ms", "period": "10ms"}]}"#,
     )
     .unwrap();
-    let e = fail(pacer().args(["run", "--cpus", "2", "--policy", "p-edf", "--duration", "1s"]).arg(&over));
+    let e = fail(
+        pacer()
+            .args(["run", "--cpus", "2", "--policy", "p-edf", "--duration", "1s"])
+            .arg(&over),
+    );
     assert!(
         e.contains("partition") && e.contains("Σ C/T") && e.contains("tasks: x"),
         "{e}"
@@ -137,14 +194,18 @@ fn leftover_cpusets() -> Vec<String> {
 fn our_rt_threads() -> Vec<String> {
     let mut out = Vec::new();
     for p in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
-        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
         for t in tasks.filter_map(|e| e.ok()) {
             let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
             let comm = comm.trim();
             if !["a", "b", "c", "d"].contains(&comm) {
                 continue;
             }
-            let Ok(tid) = t.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(tid) = t.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
             if let Ok(s) = pacer_linux::sched::get_policy(tid) {
                 if !matches!(s, pacer_model::Policy::Other { .. }) {
                     out.push(format!("{tid} {comm} {s:?}"));
@@ -158,7 +219,11 @@ fn our_rt_threads() -> Vec<String> {
 fn check_machine_restored(base: i64, what: &str) {
     assert_eq!(leftover_cpusets(), Vec::<String>::new(), "{what}: cpusets left");
     assert_total_bw_back(base, what);
-    assert_eq!(our_rt_threads(), Vec::<String>::new(), "{what}: threads keep a policy");
+    assert_eq!(
+        our_rt_threads(),
+        Vec::<String>::new(),
+        "{what}: threads keep a policy"
+    );
 }
 
 #[test]
@@ -174,7 +239,16 @@ fn each_configuration_runs_and_leaves_the_machine_as_it_was() {
     for policy in ["g-edf", "c-edf", "p-edf", "g-rm", "c-rm", "p-rm"] {
         let base = baseline();
         let out = ok(pacer()
-            .args(["run", "--json", "--cpus", "2", "--cluster-size", "2", "--duration", "1s"])
+            .args([
+                "run",
+                "--json",
+                "--cpus",
+                "2",
+                "--cluster-size",
+                "2",
+                "--duration",
+                "1s",
+            ])
             .args(["--policy", policy, "--calibration", &cal])
             .arg(&set));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -204,7 +278,11 @@ fn each_configuration_runs_and_leaves_the_machine_as_it_was() {
         assert_eq!(cpusets, expected, "{policy}: {ts}");
         // Every thread took its policy (read back by the executor) and gave it back.
         for th in v["run"]["threads"].as_array().unwrap() {
-            let want = if policy.ends_with("edf") { "deadline" } else { "fifo" };
+            let want = if policy.ends_with("edf") {
+                "deadline"
+            } else {
+                "fifo"
+            };
             assert_eq!(th["policy_applied"]["policy"], want, "{policy}: {th}");
             assert_eq!(th["policy_at_exit"]["policy"], "other", "{policy}: {th}");
         }
@@ -237,7 +315,10 @@ fn sigterm_mid_run_removes_the_cpusets_and_the_reservations() {
         // Mid-run: the cpusets exist and the threads hold their policies.
         let t0 = std::time::Instant::now();
         while leftover_cpusets().is_empty() || our_rt_threads().is_empty() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "{policy}: the run never started");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{policy}: the run never started"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -247,7 +328,10 @@ fn sigterm_mid_run_removes_the_cpusets_and_the_reservations() {
         std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
         assert!(status.success(), "{policy}: {status:?}\n{err}");
         // A run ended by a signal is a normal end: its records are written.
-        assert!(std::fs::read_to_string(&jobs).unwrap().lines().count() > 10, "{policy}");
+        assert!(
+            std::fs::read_to_string(&jobs).unwrap().lines().count() > 10,
+            "{policy}"
+        );
         check_machine_restored(base, &format!("{policy} after SIGTERM"));
     }
 }

@@ -662,7 +662,10 @@ impl CacheMisses {
         // SAFETY: reads at most 24 bytes into `buf`, which is that large; the descriptor is ours.
         let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 24) };
         if n != 24 {
-            return Err(format!("reading the cache-miss counter: {}", io::Error::last_os_error()));
+            return Err(format!(
+                "reading the cache-miss counter: {}",
+                io::Error::last_os_error()
+            ));
         }
         Ok(scale(buf[0], buf[1], buf[2]))
     }

@@ -225,7 +225,8 @@ pub fn run_placement(
     // Blocked from before the cpusets exist until they are gone: a signal in between ends the
     // run (the executor reads it) instead of killing pacer with the cpusets in place.
     let old_mask = run::sys::signal_mask();
-    let signals = SignalFd::new(&TERMINATING).map_err(|e| RunError::Setup(format!("setting up signal handling: {e}")))?;
+    let signals = SignalFd::new(&TERMINATING)
+        .map_err(|e| RunError::Setup(format!("setting up signal handling: {e}")))?;
     let result = with_cpusets(&specs, |parts| {
         let cpusets: Vec<Option<PathBuf>> = match parts {
             Some(p) => placement
@@ -315,7 +316,8 @@ fn with_cpusets(
         // v2 moves whole processes; one process's threads in several partitions would need
         // threaded cgroups, which pacer does not make.
         return Err(cpuset_err(CpusetError::Unsupported(
-            "threads of one process in several cpusets need cgroup v1 (v2 would need threaded cgroups)".into(),
+            "threads of one process in several cpusets need cgroup v1 (v2 would need threaded cgroups)"
+                .into(),
         )));
     }
     let parts = Partitioning::create(&hier, specs).map_err(cpuset_err)?;
@@ -401,7 +403,9 @@ mod tests {
             tasks: us
                 .iter()
                 .enumerate()
-                .map(|(i, &(c, t))| Task::implicit(format!("t{i}"), Duration::from_us(c), Duration::from_us(t)))
+                .map(|(i, &(c, t))| {
+                    Task::implicit(format!("t{i}"), Duration::from_us(c), Duration::from_us(t))
+                })
                 .collect(),
             ..Default::default()
         }
@@ -418,7 +422,10 @@ mod tests {
         let over = set(&[(6000, 10000), (6000, 10000), (3000, 10000), (3200, 10000)]);
         let e = check_admission(&placement::place(&over, &cfg).unwrap(), &cfg, CAP).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("partition 0 (CPU 0): Σ C/T of its SCHED_DEADLINE tasks is 0.92"), "{msg}");
+        assert!(
+            msg.starts_with("partition 0 (CPU 0): Σ C/T of its SCHED_DEADLINE tasks is 0.92"),
+            "{msg}"
+        );
         assert!(msg.contains("above the 0.90"), "{msg}");
         // The same load under RM has no admission control to pass.
         let rm = Configuration::new("p-rm".parse().unwrap(), 2, None);

@@ -19,7 +19,9 @@ use pacer_analysis::timings;
 use pacer_model::{Duration, TaskSet};
 
 use crate::model::{Policy, Workload};
-use crate::taskset::{deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy};
+use crate::taskset::{
+    deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,
+};
 
 /// Where threads may run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, serde::Serialize)]
@@ -265,7 +267,9 @@ pub fn place(set: &TaskSet, cfg: &Configuration) -> Result<Placement, PlacementE
         }
         Scope::Partitioned => (vec![1; m], (0..m).map(|c| vec![c]).collect()),
         Scope::Clustered => {
-            let k = cfg.cluster_size.ok_or(PlacementError::NoClusterSize(cfg.policy))?;
+            let k = cfg
+                .cluster_size
+                .ok_or(PlacementError::NoClusterSize(cfg.policy))?;
             if k == 0 || !cfg.cpus.is_multiple_of(k) {
                 return Err(PlacementError::ClusterSize {
                     size: k,
@@ -324,7 +328,9 @@ mod tests {
             tasks: tasks
                 .iter()
                 .enumerate()
-                .map(|(i, &(c, t))| Task::implicit(format!("t{i}"), Duration::from_ms(c), Duration::from_ms(t)))
+                .map(|(i, &(c, t))| {
+                    Task::implicit(format!("t{i}"), Duration::from_ms(c), Duration::from_ms(t))
+                })
                 .collect(),
             ..Default::default()
         }
@@ -358,7 +364,10 @@ mod tests {
         let g = place(&s, &Configuration::new("g-rm".parse().unwrap(), 2, None)).unwrap();
         assert_eq!(g.bins, vec![vec![0, 1]]);
         assert!(!g.is_split());
-        assert!(matches!(g.workload.threads[0].policy, Policy::Fifo { priority: 99 }));
+        assert!(matches!(
+            g.workload.threads[0].policy,
+            Policy::Fifo { priority: 99 }
+        ));
         let c = place(&s, &Configuration::new("c-edf".parse().unwrap(), 2, Some(2))).unwrap();
         assert_eq!(c.bins, vec![vec![0, 1]]);
         assert!(c.is_split());

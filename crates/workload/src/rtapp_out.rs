@@ -115,7 +115,12 @@ pub fn to_rtapp(w: &Workload, duration: Option<Duration>) -> Result<RtAppFile, R
             ) => (work, *period),
             _ => return Err(shape("not `run` then an absolute timer, forever")),
         };
-        if t.forked || t.uses_taskgroups() || t.membind.is_some() || t.util_min.is_some() || t.util_max.is_some() {
+        if t.forked
+            || t.uses_taskgroups()
+            || t.membind.is_some()
+            || t.util_min.is_some()
+            || t.util_max.is_some()
+        {
             return Err(shape("forked, in a task group, memory-bound or clamped"));
         }
         let Work::Fixed { ns: c } = work else {
@@ -138,7 +143,10 @@ pub fn to_rtapp(w: &Workload, duration: Option<Duration>) -> Result<RtAppFile, R
                 obj.insert("policy".into(), json!("SCHED_DEADLINE"));
                 obj.insert("dl-runtime".into(), json!(us.us("dl-runtime", r.runtime)?));
                 obj.insert("dl-deadline".into(), json!(us.us("dl-deadline", r.deadline)?));
-                obj.insert("dl-period".into(), json!(us.us("dl-period", r.effective_period())?));
+                obj.insert(
+                    "dl-period".into(),
+                    json!(us.us("dl-period", r.effective_period())?),
+                );
             }
             Policy::Fifo { priority } => {
                 obj.insert("policy".into(), json!("SCHED_FIFO"));
@@ -153,7 +161,11 @@ pub fn to_rtapp(w: &Workload, duration: Option<Duration>) -> Result<RtAppFile, R
             Policy::Other { nice: 0 } => {
                 obj.insert("policy".into(), json!("SCHED_OTHER"));
             }
-            _ => return Err(shape("policy other than SCHED_DEADLINE, SCHED_FIFO or SCHED_OTHER nice 0")),
+            _ => {
+                return Err(shape(
+                    "policy other than SCHED_DEADLINE, SCHED_FIFO or SCHED_OTHER nice 0",
+                ))
+            }
         }
         if let Some(cpus) = &t.affinity {
             obj.insert("cpus".into(), json!(cpus));
@@ -219,7 +231,10 @@ mod tests {
         b.deadline = Duration::from_ms(15);
         b.offset = Duration::from_us(500);
         TaskSet {
-            tasks: vec![Task::implicit("a", Duration::from_ms(2), Duration::from_ms(10)), b],
+            tasks: vec![
+                Task::implicit("a", Duration::from_ms(2), Duration::from_ms(10)),
+                b,
+            ],
             ..Default::default()
         }
     }
@@ -240,13 +255,21 @@ mod tests {
                 assert_eq!(a.phases[0].events, b.phases[0].events, "{policy}");
                 match (a.policy, b.policy) {
                     (Policy::Deadline(x), Policy::Deadline(y)) => {
-                        assert_eq!((x.runtime, x.deadline, x.period), (y.runtime, y.deadline, y.period))
+                        assert_eq!(
+                            (x.runtime, x.deadline, x.period),
+                            (y.runtime, y.deadline, y.period)
+                        )
                     }
                     (x, y) => assert_eq!(x, y),
                 }
             }
             let lost = file.notes.iter().any(|n| n.contains("judged against the period"));
-            assert_eq!(lost, policy == "p-rm" || policy == "c-dm", "{policy}: {:?}", file.notes);
+            assert_eq!(
+                lost,
+                policy == "p-rm" || policy == "c-dm",
+                "{policy}: {:?}",
+                file.notes
+            );
         }
     }
 
@@ -262,8 +285,16 @@ mod tests {
         assert_eq!(a["run"], 1235);
         assert_eq!(a["dl-runtime"], 1235);
         assert_eq!(f.json["global"]["duration"], 2);
-        assert!(f.notes.iter().any(|n| n.contains("a.run 1234567 ns → 1235 µs")), "{:?}", f.notes);
-        assert!(f.notes.iter().any(|n| n.contains("rounded up to 2 s")), "{:?}", f.notes);
+        assert!(
+            f.notes.iter().any(|n| n.contains("a.run 1234567 ns → 1235 µs")),
+            "{:?}",
+            f.notes
+        );
+        assert!(
+            f.notes.iter().any(|n| n.contains("rounded up to 2 s")),
+            "{:?}",
+            f.notes
+        );
     }
 
     #[test]
@@ -276,7 +307,10 @@ mod tests {
         let mut cfg = Configuration::new("g-edf".parse().unwrap(), 1, None);
         cfg.reclaim = true;
         let p = place(&set(), &cfg).unwrap();
-        assert!(matches!(to_rtapp(&p.workload, None), Err(RtAppWriteError::Flags { .. })));
+        assert!(matches!(
+            to_rtapp(&p.workload, None),
+            Err(RtAppWriteError::Flags { .. })
+        ));
         let mut s = set();
         s.tasks[1].name = "a".into();
         let p = place(&s, &Configuration::new("g-rm".parse().unwrap(), 1, None)).unwrap();
