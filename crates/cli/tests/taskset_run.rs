@@ -107,39 +107,32 @@ fn bad_input_names_the_file_the_field_and_what_was_expected() {
     assert!(e.contains("bad.json") && e.contains("tasks[0].period"), "{e}");
     let e = fail(pacer().args(["run", "--cpus", "2"]).arg(&bad));
     assert!(e.contains("bad.json") && e.contains("tasks[0].period"), "{e}");
-    let e = fail(
-        pacer()
-            .args(["convert", "--cpus", "2", "--policy", "c-edf"])
-            .arg(&set),
-    );
-    assert!(e.contains("needs --cluster-size"), "{e}");
-    let e = fail(
-        pacer()
-            .args(["run", "--cpus", "3", "--policy", "c-edf", "--cluster-size", "2"])
-            .arg(&set),
-    );
-    assert!(
-        e.contains("--cluster-size 2: expected a divisor of --cpus 3"),
-        "{e}"
-    );
-    let e = fail(
-        pacer()
-            .args(["convert", "--cpus", "2", "--policy", "x-edf"])
-            .arg(&set),
-    );
-    assert!(e.contains("expected one of g-edf"), "{e}");
-    let e = fail(
-        pacer()
-            .args(["convert", "--cpus", "2", "--exec", "uniform:0.5"])
-            .arg(&set),
-    );
-    assert!(e.contains("rt-app's `run`"), "{e}");
-    let e = fail(
-        pacer()
-            .args(["run", "--cpus", "2", "--policy", "p-edf", "--assign", "best"])
-            .arg(&set),
-    );
-    assert!(e.contains("unknown packing heuristic `best`"), "{e}");
+    // Options that do not fit the set: the flag and what it expects.
+    for (args, expected) in [
+        (
+            &["convert", "--cpus", "2", "--policy", "c-edf"][..],
+            "needs --cluster-size",
+        ),
+        (
+            &["run", "--cpus", "3", "--policy", "c-edf", "--cluster-size", "2"],
+            "--cluster-size 2: expected a divisor of --cpus 3",
+        ),
+        (
+            &["convert", "--cpus", "2", "--policy", "x-edf"],
+            "expected one of g-edf",
+        ),
+        (
+            &["convert", "--cpus", "2", "--exec", "uniform:0.5"],
+            "rt-app's `run`",
+        ),
+        (
+            &["run", "--cpus", "2", "--policy", "p-edf", "--assign", "best"],
+            "unknown packing heuristic `best`",
+        ),
+    ] {
+        let e = fail(pacer().args(args).arg(&set));
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
     // The input is never the output, and a FIFO is not replaced.
     let e = fail(pacer().args(["convert", "--cpus", "2", "-o"]).arg(&set).arg(&set));
     assert!(e.contains("the same file as the input"), "{e}");
