@@ -8,6 +8,7 @@ mod bench;
 mod bench_daemon;
 mod bench_exec;
 mod compare;
+mod convert;
 mod cpuset;
 mod daemon;
 mod demo;
@@ -20,6 +21,7 @@ mod run;
 mod sim;
 mod sim_kernel;
 mod table;
+mod taskset_args;
 mod vtcfs;
 
 use std::process::ExitCode;
@@ -57,7 +59,10 @@ enum Command {
     /// under SCHED_OTHER, SCHED_FIFO, fixed or adaptive SCHED_DEADLINE (LatencyMark, VoiceMark,
     /// JitterMark, UtilizationMark).
     Audio(Box<audio_bench::Args>),
-    /// Run an rt-app workload on this machine's kernel and measure every job (as `sim` does).
+    /// Write a task set under a configuration ({g,c,p}-{edf,rm,dm}) as an rt-app JSON file.
+    Convert(convert::Args),
+    /// Run an rt-app workload or a task set on this machine's kernel and measure every job (as
+    /// `sim` does).
     Run(run::Args),
     /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
     Compare(compare::Args),
@@ -141,6 +146,7 @@ fn main() -> ExitCode {
         Command::Gen(a) => gen::run(a),
         Command::Analyze(a) => analyze::run(a),
         Command::Sim(a) => sim::run(*a),
+        Command::Convert(a) => convert::run(a),
         Command::Run(a) => run::run(a),
         Command::Audio(a) => audio_bench::run(*a),
         Command::Compare(a) => return finish(code(compare::run(a))),

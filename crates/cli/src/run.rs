@@ -11,6 +11,7 @@ use pacer_linux::run::{
     self as executor, Calibration, LogMode, LogRow, RtAppLogs, RunConfig, RunError, RunReport, StopReason,
     ThreadReport,
 };
+use pacer_linux::taskset::{CacheMissCount, TaskSetError, TaskSetReport, TaskSetRunOptions};
 use pacer_model::Duration;
 use pacer_workload::jobs::{render_text_labelled, JobCsv, JobRecord, Summary, SummaryReport, ThreadId};
 use pacer_workload::{RunSettings, Workload};
@@ -23,6 +24,8 @@ use crate::sim::{read_input, warn_ignored, Input};
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s\n  \
+sudo pacer run examples/textbook.json --policy p-edf --cpus 2 --duration 5s --jobs run.csv   # a task set\n  \
+sudo pacer run set.json --policy c-rm --cpus 2 --cluster-size 2 --json > run.json\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv --log-dir logs/\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
 pacer compare sim.csv run.csv                     # the simulator against the kernel\n\n\
@@ -39,16 +42,32 @@ with rt-app's header and columns, go into --log-dir, or into the file's `logdir`
 sets `logdir`, `log_basename` or `log_size` (logs a file asks for never replace existing files;\n\
 `\"log_size\": \"disable\"` turns them off, a size in MiB keeps each thread's rows in memory until\n\
 the end); the file's `ftrace` categories (main, task, loop, event, stats) write rt-app's\n\
-`rtapp_*` markers into tracefs `trace_marker` (root; tracing must be on).")]
+`rtapp_*` markers into tracefs `trace_marker` (root; tracing must be on).\n\n\
+Task sets (docs/formats/taskset.md) run as `pacer sim` simulates them, under --policy on --cpus\n\
+(CPUs 0..M-1): EDF as SCHED_DEADLINE (C, D, T), RM/DM as SCHED_FIFO with rate/deadline-monotonic\n\
+priorities. Partitioned and clustered policies get one exclusive cpuset per CPU or cluster for\n\
+the run (each its own SCHED_DEADLINE root domain; each thread joins its cpuset before taking its\n\
+policy), global ones the machine's root domain (or one cpuset of CPUs 0..M-1 when M is less than\n\
+the machine's CPUs). Σ C/T of each partition's SCHED_DEADLINE tasks is checked against the\n\
+kernel's limit first. The cpusets are removed after the run, also on Ctrl-C, SIGTERM or SIGHUP;\n\
+after a SIGKILL, `sudo pacer cpuset --cleanup` (or the next run) removes them. Reported per task:\n\
+CPU time and measured utilisation, context switches, involuntary switches, migrations; cache\n\
+misses where a hardware PMU exists (otherwise reported as unavailable). `pacer convert` writes\n\
+the same threads as an rt-app file. Details: docs/linux.md, \"Task sets on Linux\".")]
 pub struct Args {
-    /// rt-app JSON workload; `-` reads standard input.
+    /// rt-app JSON workload or pacer task set; `-` reads standard input.
     pub file: PathBuf,
+    /// Task sets: number of CPUs, 0..M-1 [default: every CPU this process may use].
+    #[arg(short = 'm', long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub cpus: Option<u32>,
+    #[command(flatten)]
+    pub taskset: crate::taskset_args::TaskSetArgs,
     /// Run an rt-app file even if it uses what pacer cannot run as rt-app would: skip those
     /// and list them all. Without it such a file is refused.
     #[arg(long)]
     pub lenient: bool,
     /// Length of the run from the threads' common start [default: the file's `global.duration`;
-    /// without one, until every thread has ended or Ctrl-C].
+    /// without one, until every thread has ended or Ctrl-C; for a task set, 10s].
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md, the schema of
@@ -196,6 +215,9 @@ struct RunInfo {
     threads: Vec<ThreadReport>,
     warnings: Vec<String>,
     ignored_keys: Vec<String>,
+    /// For a task set: the configuration, its bins and cpusets, per-task metrics, cache misses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    taskset: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -239,12 +261,31 @@ pub fn run(a: Args) -> Result<()> {
     let mut files = Outputs::new(Stdout::Busy);
     files.input(&a.file);
     let jobs = a.jobs.as_deref().map(|p| files.file("--jobs", p)).transpose()?;
-    let workload = match read_input(&a.file, a.lenient)? {
-        Input::RtApp(w) => w,
-        Input::TaskSet(_) => bail!(
-            "{}: this is a pacer task set; `pacer run` runs rt-app workloads (a `tasks` object), and `pacer sim` simulates task sets",
-            a.file.display()
-        ),
+    let (workload, taskset) = match read_input(&a.file, a.lenient)? {
+        Input::RtApp(w) => {
+            let mut given = a.taskset.given();
+            if a.cpus.is_some() {
+                given.insert(0, "--cpus");
+            }
+            if !given.is_empty() {
+                bail!(
+                    "{}: only for task sets; an rt-app file sets each thread's policy, CPUs and work itself",
+                    given.join(", ")
+                );
+            }
+            (w, None)
+        }
+        Input::TaskSet(set) => {
+            let cpus = match a.cpus {
+                Some(m) => m,
+                None => pacer_linux::sched::get_affinity(0)
+                    .context("reading this process's CPUs")?
+                    .len() as u32,
+            };
+            let cfg = a.taskset.configuration(cpus)?;
+            let placed = pacer_workload::placement::place(&set, &cfg)?;
+            (placed.workload.clone(), Some((cfg, placed)))
+        }
     };
     let interactive = !a.json;
     if interactive {
@@ -256,7 +297,10 @@ pub fn run(a: Args) -> Result<()> {
         })?),
         None => None,
     };
-    let duration = a.duration.or(workload.duration);
+    let duration = a
+        .duration
+        .or(workload.duration)
+        .or(taskset.as_ref().map(|_| Duration::from_secs(10)));
     if duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration: expected a run time > 0");
     }
@@ -351,11 +395,28 @@ pub fn run(a: Args) -> Result<()> {
         logs: Some(plan.map_or(LogMode::Off, |(_, m)| m)),
         ..RunConfig::default()
     };
-    let result = executor::run(&workload, &cfg, &mut out);
+    let result = match &taskset {
+        None => executor::run(&workload, &cfg, &mut out)
+            .map(|r| (r, None))
+            .map_err(explain),
+        Some((tcfg, placed)) => {
+            let opts = TaskSetRunOptions {
+                duration: duration.unwrap_or(Duration::from_secs(10)),
+                seed: a.seed,
+                calibration,
+                lock_memory: cfg.lock_memory,
+            };
+            match pacer_linux::taskset::run_placement(placed, tcfg, &opts, &mut out) {
+                Ok(r) => Ok((r.run.clone(), Some(r))),
+                Err(TaskSetError::Run(e)) => Err(explain(e)),
+                Err(e) => Err(anyhow::Error::from(e)),
+            }
+        }
+    };
     if let Some(b) = out.bar.take() {
         b.finish_and_clear();
     }
-    let report = result.map_err(explain)?;
+    let (report, taskset_report) = result?;
     if let (Some(c), Some(p)) = (out.csv.take(), &a.jobs) {
         c.finish()
             .with_context(|| format!("{}: writing job records", p.display()))?;
@@ -376,10 +437,16 @@ pub fn run(a: Args) -> Result<()> {
         .summary
         .report(&report.names, &report.counters, report.horizon_ns, report.cpus);
     files.commit()?;
-    print_results(&a, &workload.ignored, report, &summary)
+    print_results(&a, &workload.ignored, report, taskset_report, &summary)
 }
 
-fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &SummaryReport) -> Result<()> {
+fn print_results(
+    a: &Args,
+    ignored: &[String],
+    report: RunReport,
+    taskset: Option<TaskSetReport>,
+    summary: &SummaryReport,
+) -> Result<()> {
     let cal = report.calibration;
     if !a.json {
         for w in &report.warnings {
@@ -405,6 +472,9 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
             println!("`run` events used rt-app's loop at {p} ns/loop, the file's `global.calibration`\n");
         }
         print!("{}", render_text_labelled(summary, "run time (s)"));
+        if let Some(t) = &taskset {
+            print!("{}", taskset_text(t));
+        }
         return Ok(());
     }
     let info = RunInfo {
@@ -422,12 +492,87 @@ fn print_results(a: &Args, ignored: &[String], report: RunReport, summary: &Summ
         threads: report.threads,
         warnings: report.warnings,
         ignored_keys: ignored.to_vec(),
+        taskset: taskset
+            .map(|t| {
+                // The executor's report is `run` already.
+                let mut v = serde_json::to_value(&t)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("run");
+                }
+                Ok::<_, serde_json::Error>(v)
+            })
+            .transpose()?,
     };
     println!(
         "{}",
         serde_json::to_string_pretty(&JsonOut { run: info, summary })?
     );
     Ok(())
+}
+
+/// The task-set part of the text report: where each task ran and what the kernel counted.
+fn taskset_text(t: &TaskSetReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let cluster = t
+        .cluster_size
+        .map(|k| format!(", clusters of {k}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "\n{} on {} CPU(s){cluster}, assignment {}:",
+        t.policy, t.cpus, t.assign
+    );
+    for (b, cpus) in t.bins.iter().enumerate() {
+        let names: Vec<&str> = t
+            .tasks
+            .iter()
+            .filter(|m| m.bin == b)
+            .map(|m| m.name.as_str())
+            .collect();
+        let _ = writeln!(
+            s,
+            "  CPUs {}: {}",
+            pacer_linux::cpuset::format_cpu_list(cpus),
+            if names.is_empty() {
+                "-".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+    }
+    if t.cpusets.is_empty() {
+        let _ = writeln!(s, "  (the machine's root domain; no cpuset)");
+    } else {
+        for d in &t.cpusets {
+            let _ = writeln!(s, "  cpuset {} (removed after the run)", d.display());
+        }
+    }
+    let mut table = crate::table::Table::new(&[
+        "task", "cpus", "jobs", "cpu_ms", "util", "switches", "invol", "migr",
+    ]);
+    for m in &t.tasks {
+        table.push(vec![
+            pacer_model::text::escape_control(&m.name),
+            pacer_linux::cpuset::format_cpu_list(&t.bins[m.bin]),
+            m.jobs.to_string(),
+            format!("{:.3}", m.cpu_time_ns as f64 / 1e6),
+            format!("{:.4}", m.utilisation),
+            m.context_switches.to_string(),
+            m.involuntary_switches.to_string(),
+            m.migrations.to_string(),
+        ]);
+    }
+    let _ = write!(s, "\nmeasured on the kernel per task:\n{}", table.render());
+    let _ = writeln!(
+        s,
+        "cache misses: {}",
+        match &t.cache_misses {
+            CacheMissCount::Counted { misses } => format!("{misses} (hardware PMU, whole run)"),
+            CacheMissCount::Unavailable { reason } => format!("unavailable: {reason}"),
+        }
+    );
+    s
 }
 
 /// The executor's error, with what to do about it.
@@ -471,6 +616,8 @@ mod tests {
             duration: None,
             jobs: None,
             log_dir: log_dir.map(PathBuf::from),
+            cpus: None,
+            taskset: Default::default(),
             seed: 1,
             calibration: None,
             json: false,

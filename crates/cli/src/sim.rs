@@ -8,16 +8,16 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context, Result};
 use pacer_analysis::admission::{self, AdmissionConfig};
-use pacer_analysis::partition::{self, milp, Heuristic, MilpOptions};
-use pacer_analysis::{timings, Timing};
 use pacer_model::{Duration, Reservation, TaskSet};
 use pacer_sim::output::csv::JobCsv;
 use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::{Fanout, JobRecord, ThreadId};
 use pacer_sim::{Observer, Sim, SimConfig};
-use pacer_workload::{ExecModel, Policy, TaskPolicy, Workload};
+use pacer_workload::{Policy, Workload};
 use serde::Serialize;
+
+pub use pacer_workload::placement::{Sched, SchedPolicy, Scope};
 
 use crate::analyze::parse_duration;
 use crate::output::{FlushClock, Outputs, Stdout};
@@ -50,37 +50,14 @@ pub struct Args {
     /// Number of identical CPUs.
     #[arg(short = 'm', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub cpus: u32,
-    /// Scheduler for task sets: {g,c,p}-{edf,rm,dm}. EDF = SCHED_DEADLINE reservations
-    /// (runtime C, deadline D, period T); RM/DM = SCHED_FIFO with rate/deadline-monotonic
-    /// priorities; g = global, c = clustered (--cluster-size), p = partitioned (one CPU each).
-    /// [default: g-edf]. Task sets only: an rt-app file sets each thread's policy itself.
-    #[arg(long)]
-    pub policy: Option<SchedPolicy>,
-    /// CPUs per cluster for c-* policies (must divide --cpus).
-    #[arg(long)]
-    pub cluster_size: Option<u32>,
-    /// How c-* and p-* policies place tasks: a bin-packing heuristic (ff, bf, wf, nf and the
-    /// decreasing variants ffd, bfd, wfd, nfd; by utilisation, Σu ≤ capacity) or `ilp`, the
-    /// min–max-load assignment of the RM-vs-EDF study. [default: wfd]
-    #[arg(long)]
-    pub assign: Option<String>,
-    /// Time limit for --assign ilp. [default: 5s]
-    #[arg(long, value_parser = parse_duration)]
-    pub milp_time_limit: Option<Duration>,
+    #[command(flatten)]
+    pub taskset: crate::taskset_args::TaskSetArgs,
     /// Simulated time [default: the rt-app file's `global.duration`, else 10s].
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Seed of the execution-time draws (recorded in the output).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Execution time of each job of a task set: `wcet` (exactly C), `uniform:F` (uniform in
-    /// [F·C, C]) or `normal:M,S` (normal with mean M·C and deviation S·C, truncated to [0, C]).
-    /// [default: wcet]
-    #[arg(long, value_parser = parse_exec)]
-    pub exec: Option<ExecArg>,
-    /// Set SCHED_FLAG_RECLAIM (GRUB) on the SCHED_DEADLINE reservations of a task set.
-    #[arg(long)]
-    pub reclaim: bool,
     /// Cost of a context switch, added to the switched-in job's execution.
     #[arg(long, default_value = "0ns", value_parser = parse_duration)]
     pub context_switch_cost: Duration,
@@ -154,91 +131,6 @@ pub enum SimCommand {
     VtCfs(crate::vtcfs::Args),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Scope {
-    Global,
-    Clustered,
-    Partitioned,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Sched {
-    Edf,
-    Rm,
-    Dm,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct SchedPolicy(pub Scope, pub Sched);
-
-impl std::fmt::Display for SchedPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scope = match self.0 {
-            Scope::Global => "g",
-            Scope::Clustered => "c",
-            Scope::Partitioned => "p",
-        };
-        let sched = match self.1 {
-            Sched::Edf => "edf",
-            Sched::Rm => "rm",
-            Sched::Dm => "dm",
-        };
-        write!(f, "{scope}-{sched}")
-    }
-}
-
-impl std::str::FromStr for SchedPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad =
-            || format!("`{s}`: expected one of g-edf, c-edf, p-edf, g-rm, c-rm, p-rm, g-dm, c-dm, p-dm");
-        let (scope, sched) = s.split_once('-').ok_or_else(bad)?;
-        let scope = match scope {
-            "g" => Scope::Global,
-            "c" => Scope::Clustered,
-            "p" => Scope::Partitioned,
-            _ => return Err(bad()),
-        };
-        let sched = match sched {
-            "edf" => Sched::Edf,
-            "rm" => Sched::Rm,
-            "dm" => Sched::Dm,
-            _ => return Err(bad()),
-        };
-        Ok(SchedPolicy(scope, sched))
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct ExecArg(pub ExecModel);
-
-fn parse_exec(s: &str) -> Result<ExecArg, String> {
-    let bad = || format!("`{s}`: expected wcet, uniform:F or normal:M,S with fractions in [0, 1]");
-    let frac = |x: &str| {
-        x.trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| (0.0..=1.0).contains(v))
-            .ok_or_else(bad)
-    };
-    if s == "wcet" {
-        return Ok(ExecArg(ExecModel::Wcet));
-    }
-    if let Some(f) = s.strip_prefix("uniform:") {
-        return Ok(ExecArg(ExecModel::Uniform {
-            min_fraction: frac(f)?,
-        }));
-    }
-    if let Some(ms) = s.strip_prefix("normal:") {
-        let (m, sd) = ms.split_once(',').ok_or_else(bad)?;
-        return Ok(ExecArg(ExecModel::Normal {
-            mean_fraction: frac(m)?,
-            sd_fraction: frac(sd)?,
-        }));
-    }
-    Err(bad())
-}
-
 /// The input file, after deciding what it is.
 pub(crate) enum Input {
     TaskSet(TaskSet),
@@ -284,73 +176,9 @@ pub(crate) fn warn_ignored(command: &str, ignored: &[String]) {
     }
 }
 
-/// Task → bin (CPU or cluster) for c-* and p-* policies.
-fn place(ts: &[Timing], bins: &[usize], assign: &str, limit: Duration) -> Result<Vec<usize>> {
-    if assign == "ilp" {
-        let opts = MilpOptions::with_time_limit(std::time::Duration::from_nanos(limit.ns()));
-        let r = milp::solve(ts, bins, &opts).context("--assign ilp")?;
-        return Ok(r.assignment.bin_of);
-    }
-    let h: Heuristic = assign
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--assign: {e}; or `ilp`"))?;
-    match partition::pack(ts, bins, h, partition::load_fits) {
-        Ok(a) => Ok(a.bin_of),
-        Err(u) => bail!(
-            "--assign {assign}: task {} fits in no {} (Σ utilisation would exceed capacity); try another heuristic, more CPUs, or a global policy",
-            u.task,
-            if bins.iter().all(|&b| b == 1) { "CPU" } else { "cluster" }
-        ),
-    }
-}
-
 fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
-    let SchedPolicy(scope, sched) = a.policy();
-    let m = a.cpus as usize;
-    let ts = timings(&set.tasks);
-    let policy = match sched {
-        Sched::Edf => TaskPolicy::Deadline,
-        Sched::Rm => TaskPolicy::FixedPriority(pacer_workload::rate_monotonic_priorities(set)),
-        Sched::Dm => TaskPolicy::FixedPriority(pacer_workload::deadline_monotonic_priorities(set)),
-    };
-    let exec = a.exec.as_ref().map_or(ExecModel::Wcet, |e| e.0);
-    let mut w = pacer_workload::from_taskset(set, &policy, exec);
-    if a.reclaim {
-        if sched != Sched::Edf {
-            bail!("--reclaim: only SCHED_DEADLINE (the *-edf policies) reclaims bandwidth");
-        }
-        for t in &mut w.threads {
-            if let Policy::Deadline(r) = &mut t.policy {
-                r.flags.reclaim = true;
-            }
-        }
-    }
-    let (bins, cpus_of_bin): (Vec<usize>, Vec<Vec<usize>>) = match scope {
-        Scope::Global => return Ok(w),
-        Scope::Partitioned => (vec![1; m], (0..m).map(|c| vec![c]).collect()),
-        Scope::Clustered => {
-            let Some(k) = a.cluster_size.map(|k| k as usize) else {
-                bail!("--policy c-*: needs --cluster-size K (CPUs per cluster, dividing --cpus)");
-            };
-            if k == 0 || !m.is_multiple_of(k) {
-                bail!("--cluster-size {k}: expected a divisor of --cpus {m}");
-            }
-            (
-                vec![k; m / k],
-                (0..m / k).map(|c| (c * k..(c + 1) * k).collect()).collect(),
-            )
-        }
-    };
-    let bin_of = place(
-        &ts,
-        &bins,
-        a.assign.as_deref().unwrap_or("wfd"),
-        a.milp_time_limit.unwrap_or(Duration::from_secs(5)),
-    )?;
-    for (t, b) in w.threads.iter_mut().zip(bin_of) {
-        t.affinity = Some(cpus_of_bin[b].clone());
-    }
-    Ok(w)
+    let cfg = a.taskset.configuration(a.cpus)?;
+    Ok(pacer_workload::placement::place(set, &cfg)?.workload)
 }
 
 /// Warns (does not refuse) when the kernel's admission control would reject the reservations:
@@ -421,26 +249,6 @@ pub(crate) struct TaskgroupMoves {
 }
 
 impl Args {
-    fn policy(&self) -> SchedPolicy {
-        self.policy.unwrap_or(SchedPolicy(Scope::Global, Sched::Edf))
-    }
-
-    /// The options given that shape how a task set becomes threads, which an rt-app file
-    /// decides itself: ignoring them silently would simulate something else than asked.
-    fn taskset_only_flags(&self) -> Vec<&'static str> {
-        [
-            ("--policy", self.policy.is_some()),
-            ("--cluster-size", self.cluster_size.is_some()),
-            ("--assign", self.assign.is_some()),
-            ("--milp-time-limit", self.milp_time_limit.is_some()),
-            ("--exec", self.exec.is_some()),
-            ("--reclaim", self.reclaim),
-        ]
-        .into_iter()
-        .filter_map(|(f, given)| given.then_some(f))
-        .collect()
-    }
-
     /// Defaults for a task set already in memory (used by `pacer demo`).
     pub(crate) fn for_taskset(
         cpus: u32,
@@ -454,14 +262,13 @@ impl Args {
             lenient: false,
             command: None,
             cpus,
-            policy: Some(policy),
-            cluster_size,
-            assign: None,
-            milp_time_limit: None,
+            taskset: crate::taskset_args::TaskSetArgs {
+                policy: Some(policy),
+                cluster_size,
+                ..Default::default()
+            },
             duration: Some(duration),
             seed,
-            exec: None,
-            reclaim: false,
             context_switch_cost: Duration::ZERO,
             migration_cost: Duration::ZERO,
             wakeup_latency: Duration::ZERO,
@@ -586,9 +393,9 @@ pub(crate) fn simulate(
 ) -> Result<(SummaryReport, RunInfo)> {
     let m = a.cpus as usize;
     let (workload, policy_label) = match input {
-        Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.policy().to_string())),
+        Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.taskset.policy().to_string())),
         Input::RtApp(w) => {
-            let given = a.taskset_only_flags();
+            let given = a.taskset.given();
             if !given.is_empty() {
                 bail!(
                     "{}: only for task sets; an rt-app file sets each thread's policy, CPUs and \

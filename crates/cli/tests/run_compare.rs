@@ -57,9 +57,11 @@ fn run_rejects_malformed_workloads_before_running() {
         &["/nonexistent/w.json", "cannot read"],
     );
     let taskset = examples().join("textbook.json").display().to_string();
+    // A task set runs (tests/taskset_run.rs); one that does not fit its configuration is refused
+    // before anything runs.
     assert_clean_error(
-        &pacer(&["run", &taskset]),
-        &["textbook.json", "task set", "pacer sim"],
+        &pacer(&["run", &taskset, "--policy", "c-edf", "--cpus", "2"]),
+        &["--policy c-edf", "--cluster-size"],
     );
     let ok = examples().join("rtapp-run-vs-sim.json").display().to_string();
     assert_clean_error(

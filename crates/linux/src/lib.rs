@@ -48,6 +48,7 @@ pub mod sched;
 pub mod sched_debug;
 pub mod signals;
 pub mod sys;
+pub mod taskset;
 pub mod trace;
 
 /// The [`cgroup`] module under the name it had before it was split: `pacer_linux::cpuset::*`

@@ -598,6 +598,79 @@ impl ThreadCounters {
     }
 }
 
+/// `PERF_TYPE_HARDWARE` and `PERF_COUNT_HW_CACHE_MISSES` (last-level cache misses).
+const PERF_TYPE_HARDWARE: u32 = 0;
+const PERF_COUNT_HW_CACHE_MISSES: u64 = 3;
+/// `perf_event_attr.inherit`: threads and processes created later are counted too.
+const ATTR_INHERIT: u64 = 1 << 1;
+
+/// Hardware cache misses of the calling thread and of every thread it creates afterwards (an
+/// inherited counter: a child's count is added to it when the child exits), for the RM-vs-EDF
+/// study's cache-miss metric per run. Needs a hardware PMU: on a VM without one (pacer's) opening
+/// fails, and the caller must report the metric as unavailable, never as zero.
+#[derive(Debug)]
+pub struct CacheMisses {
+    fd: OwnedFd,
+}
+
+impl CacheMisses {
+    /// Starts counting now; `Err` says why the counter is unavailable (no PMU, not permitted).
+    pub fn start() -> Result<CacheMisses, String> {
+        let attr = PerfEventAttr {
+            type_: PERF_TYPE_HARDWARE,
+            size: PERF_ATTR_SIZE_VER8,
+            config: PERF_COUNT_HW_CACHE_MISSES,
+            read_format: PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING,
+            flags: ATTR_INHERIT | ATTR_EXCLUDE_HV,
+            ..PerfEventAttr::default()
+        };
+        // SAFETY: `attr` is a live #[repr(C)] struct of exactly `attr.size` bytes that the kernel
+        // only reads; pid 0 / cpu -1 = the calling thread on any CPU; no group.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                0 as libc::pid_t,
+                -1 as libc::c_int,
+                -1 as libc::c_int,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+                    format!("no hardware PMU (perf_event_open of the hardware cache-miss event: {e})")
+                }
+                Some(libc::EACCES) | Some(libc::EPERM) => format!(
+                    "hardware perf events not permitted ({e}; kernel.perf_event_paranoid = {})",
+                    perf_event_paranoid().map_or_else(|| "unreadable".to_string(), |p| p.to_string())
+                ),
+                _ => format!("perf_event_open of the hardware cache-miss event failed: {e}"),
+            });
+        }
+        let fd = libc::c_int::try_from(r).map_err(|_| format!("perf_event_open returned {r}"))?;
+        // SAFETY: the kernel just returned this descriptor to us; nobody else owns it.
+        Ok(CacheMisses {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Misses counted so far (scaled if the PMU was shared), including threads that have exited.
+    pub fn read(&self) -> Result<u64, String> {
+        let mut buf = [0u64; 3];
+        // SAFETY: reads at most 24 bytes into `buf`, which is that large; the descriptor is ours.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 24) };
+        if n != 24 {
+            return Err(format!(
+                "reading the cache-miss counter: {}",
+                io::Error::last_os_error()
+            ));
+        }
+        Ok(scale(buf[0], buf[1], buf[2]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ pub(super) const MEMS: &str = "cpuset.mems";
 pub(super) const EFFECTIVE_MEMS: &str = "cpuset.effective_mems";
 pub(super) const CPU_EXCLUSIVE: &str = "cpuset.cpu_exclusive";
 pub(super) const LOAD_BALANCE: &str = "cpuset.sched_load_balance";
-pub(super) const TASKS: &str = "tasks";
+pub(crate) const TASKS: &str = "tasks";
 
 /// The root knobs a v1 partitioning needs, with their values now: (file, wanted, to restore),
 /// for those that differ. `sched_load_balance` is last: the kernel rebuilds the domains when it

@@ -104,6 +104,11 @@ pub struct RunConfig {
     /// The tracefs directory whose `trace_marker` receives them (a tracefs instance, say);
     /// `None`: the tracefs root, found in the mount table.
     pub tracefs: Option<PathBuf>,
+    /// A cgroup v1 `tasks` file per workload thread (indexed like [`Workload::threads`]; missing
+    /// or `None`: stay in the process's cgroup). Each thread writes its own id there before it
+    /// sets its affinity and policy, so a thread of an exclusive cpuset gets its SCHED_DEADLINE
+    /// reservation admitted in that cpuset's root domain (`crate::taskset`).
+    pub cpusets: Vec<Option<PathBuf>>,
 }
 
 impl Default for RunConfig {
@@ -117,6 +122,7 @@ impl Default for RunConfig {
             logs: None,
             ftrace: None,
             tracefs: None,
+            cpusets: Vec::new(),
         }
     }
 }
@@ -533,6 +539,7 @@ fn execute(
             .unwrap_or_else(|| LogMode::from_log_size(workload.settings.log_size)),
         extras,
         taskgroups: groups.as_ref().map(|g| g.hierarchy().clone()),
+        cpusets: cfg.cpusets.clone(),
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
     let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();

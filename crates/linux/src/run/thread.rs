@@ -183,6 +183,8 @@ pub(crate) struct Shared {
     pub extras: Extras,
     /// The cpu controller, when the workload names task groups (taskgroup.rs).
     pub taskgroups: Option<crate::cgroup::taskgroup::CpuHierarchy>,
+    /// The cpuset `tasks` file of each workload thread ([`super::RunConfig::cpusets`]).
+    pub cpusets: Vec<Option<std::path::PathBuf>>,
 }
 
 impl Shared {
@@ -325,7 +327,7 @@ pub(crate) fn thread_main(
     // rt-app's name (`<task>-<index>`), so traces show the threads as rt-app's would be.
     sys::set_thread_name(spec.rtapp_name.as_deref().unwrap_or(&spec.name));
     let mut result = ThreadResult::new();
-    let setup = set_up(spec, &shared).and_then(|ok| {
+    let setup = set_up(idx, spec, &shared).and_then(|ok| {
         let local = Local::new(
             &shared.extras.objects,
             &shared.stop,
@@ -386,7 +388,7 @@ pub(crate) fn forked_main(
     let spec = &workload.threads[inst.spec];
     sys::set_thread_name(&name);
     let mut result = ThreadResult::new();
-    let setup = set_up(spec, &shared).and_then(|ok| {
+    let setup = set_up(inst.spec, spec, &shared).and_then(|ok| {
         let local = Local::new(
             &shared.extras.objects,
             &shared.stop,
@@ -540,7 +542,14 @@ fn membind_error(spec: &ThreadSpec, nodes: &[u32], e: &std::io::Error) -> RunErr
 /// What a thread starts with: its affinity, its policy, its task-group membership.
 type Setup<'a> = (&'a [usize], Policy, Option<Member<'a>>);
 
-fn set_up<'a>(spec: &'a ThreadSpec, shared: &'a Shared) -> Result<Setup<'a>, RunError> {
+fn set_up<'a>(idx: usize, spec: &'a ThreadSpec, shared: &'a Shared) -> Result<Setup<'a>, RunError> {
+    // First: the cpuset decides the root domain the reservation below is admitted in.
+    if let Some(tasks) = shared.cpusets.get(idx).and_then(|p| p.as_ref()) {
+        std::fs::write(tasks, sched::gettid().to_string()).map_err(|e| RunError::BadThread {
+            thread: spec.name.clone(),
+            message: format!("joining its cpuset ({}): {e}", tasks.display()),
+        })?;
+    }
     let first = spec.phases.iter().find(|p| p.loops > 0 && !p.events.is_empty());
     let cpus = first
         .and_then(|p| p.affinity.as_deref())
