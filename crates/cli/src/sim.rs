@@ -8,7 +8,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context, Result};
 use pacer_analysis::admission::{self, AdmissionConfig};
-use pacer_analysis::partition::{self, milp, Heuristic, MilpOptions};
+use pacer_analysis::partition::{self, Heuristic, PlaceError, Placement};
 use pacer_analysis::{timings, Timing};
 use pacer_model::{Duration, Reservation, TaskSet};
 use pacer_sim::output::csv::JobCsv;
@@ -286,19 +286,22 @@ pub(crate) fn warn_ignored(command: &str, ignored: &[String]) {
 
 /// Task → bin (CPU or cluster) for c-* and p-* policies.
 fn place(ts: &[Timing], bins: &[usize], assign: &str, limit: Duration) -> Result<Vec<usize>> {
-    if assign == "ilp" {
-        let opts = MilpOptions::with_time_limit(std::time::Duration::from_nanos(limit.ns()));
-        let r = milp::solve(ts, bins, &opts).context("--assign ilp")?;
-        return Ok(r.assignment.bin_of);
-    }
-    let h: Heuristic = assign
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--assign: {e}; or `ilp`"))?;
-    match partition::pack(ts, bins, h, partition::load_fits) {
-        Ok(a) => Ok(a.bin_of),
-        Err(u) => bail!(
-            "--assign {assign}: task {} fits in no {} (Σ utilisation would exceed capacity); try another heuristic, more CPUs, or a global policy",
-            u.task,
+    let how = if assign == "ilp" {
+        Placement::Ilp {
+            time_limit: std::time::Duration::from_nanos(limit.ns()),
+        }
+    } else {
+        Placement::Heuristic(
+            assign
+                .parse::<Heuristic>()
+                .map_err(|e| anyhow::anyhow!("--assign: {e}; or `ilp`"))?,
+        )
+    };
+    match partition::place(ts, bins, how) {
+        Ok(b) => Ok(b),
+        Err(PlaceError::Milp(e)) => Err(e).context("--assign ilp"),
+        Err(PlaceError::Unplaced { task, .. }) => bail!(
+            "--assign {assign}: task {task} fits in no {} (Σ utilisation would exceed capacity); try another heuristic, more CPUs, or a global policy",
             if bins.iter().all(|&b| b == 1) { "CPU" } else { "cluster" }
         ),
     }
