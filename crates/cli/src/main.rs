@@ -13,6 +13,7 @@ mod daemon;
 mod demo;
 mod doctor;
 mod exec;
+mod experiment;
 mod gen;
 mod output;
 mod period;
@@ -57,6 +58,9 @@ enum Command {
     /// under SCHED_OTHER, SCHED_FIFO, fixed or adaptive SCHED_DEADLINE (LatencyMark, VoiceMark,
     /// JitterMark, UtilizationMark).
     Audio(Box<audio_bench::Args>),
+    /// Run an experiment: task sets × scheduling configurations × backends, cached, sharded,
+    /// aggregated as the RM-vs-EDF paper's Table 4 (`pacer experiment rm-vs-edf` is its sweep).
+    Experiment(Box<experiment::Args>),
     /// Run an rt-app workload on this machine's kernel and measure every job (as `sim` does).
     Run(run::Args),
     /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
@@ -142,6 +146,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze::run(a),
         Command::Sim(a) => sim::run(*a),
         Command::Run(a) => run::run(a),
+        Command::Experiment(a) => experiment::run(*a),
         Command::Audio(a) => audio_bench::run(*a),
         Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),
