@@ -324,44 +324,12 @@ pub fn tables(a: &Aggregate) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
     out
 }
 
-/// Lays out rows in columns (first left-aligned, the rest right-aligned).
+/// Header and rows as text columns (first left-aligned, the rest right-aligned).
 fn columns(header: &[String], rows: &[Vec<String>]) -> String {
-    let all: Vec<&[String]> = std::iter::once(header)
-        .chain(rows.iter().map(Vec::as_slice))
-        .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            all.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut s = String::new();
-    for r in all {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            let pad = " ".repeat(
-                widths
-                    .get(c)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(cell.chars().count()),
-            );
-            if c == 0 {
-                line.push_str(cell);
-                line.push_str(&pad);
-            } else {
-                line.push_str("  ");
-                line.push_str(&pad);
-                line.push_str(cell);
-            }
-        }
-        s.push_str(line.trim_end());
-        s.push('\n');
-    }
-    s
+    let mut all = Vec::with_capacity(rows.len() + 1);
+    all.push(header.to_vec());
+    all.extend(rows.iter().cloned());
+    pacer_workload::jobs::summary::table(&all)
 }
 
 /// The text report: Table 4's sub-tables, the laxity summary, sim-vs-real and notes.
