@@ -8,8 +8,8 @@
 //! - [`runner`]: the backend interface ([`Runner`]) and the simulator's implementation;
 //! - [`metrics`]: per-task and per-run figures and the per-job laxity histograms;
 //! - [`store`]: the output directory, one atomically written JSON file per run;
-//! - [`aggregate`]: Table 4 (mean ± sd over sets), laxity quantiles, sim-vs-real, text/JSON/CSV;
-//! - [`report`]: the HTML report.
+//! - [`mod@aggregate`]: Table 4 (mean ± sd over sets), laxity quantiles, sim-vs-real, text/JSON/CSV;
+//! - [`mod@report`]: the HTML report.
 
 pub mod aggregate;
 pub mod execute;

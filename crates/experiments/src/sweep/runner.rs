@@ -5,7 +5,7 @@
 //! The experiment decides the placement (one per set and scope, shared by EDF and RM and by every
 //! backend, so a simulated and a real run of a set are placed alike) and hands it to the
 //! [`Runner`] in a [`RunRequest`]; the runner returns a [`RunOutput`] built with
-//! [`Collector`](super::metrics::Collector), so every backend produces the same record.
+//! [`Collector`], so every backend produces the same record.
 
 use pacer_model::TaskSet;
 use pacer_sim::{Sim, SimConfig};
