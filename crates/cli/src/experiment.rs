@@ -16,16 +16,17 @@ use crate::analyze::parse_duration;
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  \
-pacer experiment rm-vs-edf --cpus 48                          # the paper's Table 4 grid, simulated\n  \
+pacer experiment rm-vs-edf --cpus 48          # the paper's Table 4 grid, simulated\n  \
 pacer experiment rm-vs-edf --cpus 48 --duration 60s --report rm-vs-edf.html\n  \
 pacer experiment rm-vs-edf --cpus 4 --x 2 --r 0.6,0.8 --sets 1 --duration 2s --json\n  \
-pacer experiment examples/experiment.toml --out results/      # a spec (docs/formats/experiment-toml.md)\n  \
-pacer experiment spec.toml --out part3 --shard 3/8           # one of 8 shards (Slurm array, GNU parallel)\n  \
+pacer experiment examples/experiment.toml --out results\n  \
+pacer experiment spec.toml --out part3 --shard 3/8   # one of 8 shards\n  \
 pacer experiment merge part1 part2 part3 --out all --report all.html\n\n\
 Results are cached per run in the output directory (one JSON file per set, configuration,\n\
 backend and seed): running the same command again resumes and skips what is done. A directory\n\
 holding another experiment is refused. Tables: Table 4's layout, mean ± sd over the sets of a\n\
-row; rates per task per second. docs/experiments/rm-vs-edf.md has the paper comparison.",
+row; rates per task per second. Spec format: docs/formats/experiment-toml.md; the paper
+comparison, Slurm and GNU parallel recipes: docs/experiments/rm-vs-edf.md.",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
