@@ -14,6 +14,7 @@ mod daemon;
 mod demo;
 mod doctor;
 mod exec;
+mod experiment;
 mod gen;
 mod output;
 mod period;
@@ -61,6 +62,9 @@ enum Command {
     Audio(Box<audio_bench::Args>),
     /// Write a task set under a configuration ({g,c,p}-{edf,rm,dm}) as an rt-app JSON file.
     Convert(convert::Args),
+    /// Run an experiment: task sets × scheduling configurations × backends, cached, sharded,
+    /// aggregated as the RM-vs-EDF paper's Table 4 (`pacer experiment rm-vs-edf` is its sweep).
+    Experiment(Box<experiment::Args>),
     /// Run an rt-app workload or a task set on this machine's kernel and measure every job (as
     /// `sim` does).
     Run(run::Args),
@@ -148,6 +152,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(*a),
         Command::Convert(a) => convert::run(a),
         Command::Run(a) => run::run(a),
+        Command::Experiment(a) => experiment::run(*a),
         Command::Audio(a) => audio_bench::run(*a),
         Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),

@@ -60,6 +60,9 @@ pub enum Style {
     Step,
     /// Unjoined dots (scatter).
     Points,
+    /// A dot at each mean with a whisker of ± its error ([`Series::error_bars`]): per-configuration
+    /// means with their standard deviation. Never downsampled (a few points per category).
+    ErrorBars,
 }
 
 /// One named set of (x, y) points in a plot.
@@ -69,6 +72,9 @@ pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub style: Style,
+    /// Half-widths of the whiskers of [`Style::ErrorBars`], one per point (empty otherwise; a
+    /// missing entry draws no whisker).
+    pub errors: Vec<f64>,
 }
 
 impl Series {
@@ -77,6 +83,18 @@ impl Series {
             name: name.to_string(),
             points,
             style,
+            errors: Vec::new(),
+        }
+    }
+
+    /// A [`Style::ErrorBars`] series from (x, mean, error) triples; the whisker spans
+    /// mean ± error (a negative or non-finite error draws no whisker).
+    pub fn error_bars(name: &str, bars: Vec<(f64, f64, f64)>) -> Series {
+        Series {
+            name: name.to_string(),
+            points: bars.iter().map(|&(x, y, _)| (x, y)).collect(),
+            style: Style::ErrorBars,
+            errors: bars.iter().map(|&(_, _, e)| e).collect(),
         }
     }
 
@@ -211,6 +229,8 @@ struct Prepared {
     /// Runs of drawable points: a skipped point ends a line (a gap, not a line across it).
     /// Points series have one segment.
     segments: Vec<Vec<(f64, f64)>>,
+    /// Whiskers of an error-bar series: (x, low, high), clamped like the points.
+    whiskers: Vec<(f64, f64, f64)>,
     /// Points kept, before step corners and downsampling.
     kept: usize,
     non_finite: usize,
@@ -324,6 +344,7 @@ impl Plot {
                     name: clean_text(&s.name),
                     style: s.style,
                     segments: Vec::new(),
+                    whiskers: Vec::new(),
                     kept: 0,
                     non_finite: 0,
                     non_positive: 0,
@@ -331,7 +352,7 @@ impl Plot {
                 };
                 let x_ok = |x: f64| x.is_finite() && !(self.log_x && x <= 0.0);
                 let mut current: Vec<(f64, f64)> = Vec::new();
-                for &(x, mut y) in &s.points {
+                for (i, &(x, mut y)) in s.points.iter().enumerate() {
                     let finite = x.is_finite() && y.is_finite();
                     if !finite || (self.log_x && x <= 0.0) || (self.log_y && y <= 0.0) {
                         if finite {
@@ -339,7 +360,7 @@ impl Plot {
                         } else {
                             p.non_finite += 1;
                         }
-                        if s.style == Style::Points {
+                        if matches!(s.style, Style::Points | Style::ErrorBars) {
                             continue;
                         }
                         // A step holds its level until the next x even when the next y cannot
@@ -356,6 +377,21 @@ impl Plot {
                         if y < lo || y > hi {
                             p.clamped += 1;
                             y = y.clamp(lo, hi);
+                        }
+                    }
+                    if s.style == Style::ErrorBars {
+                        let e = s.errors.get(i).copied().filter(|e| e.is_finite() && *e > 0.0);
+                        if let Some(e) = e {
+                            let mut lo = y - e;
+                            let mut hi = y + e;
+                            if self.log_y && lo <= 0.0 {
+                                lo = y;
+                            }
+                            if let Some((a, b)) = self.y_range {
+                                lo = lo.clamp(a, b);
+                                hi = hi.clamp(a, b);
+                            }
+                            p.whiskers.push((x, lo, hi));
                         }
                     }
                     p.kept += 1;
@@ -402,9 +438,12 @@ impl Plot {
         }
 
         let all = || {
-            prepared
-                .iter()
-                .flat_map(|p| p.segments.iter().flat_map(|s| s.iter()))
+            prepared.iter().flat_map(|p| {
+                p.segments
+                    .iter()
+                    .flat_map(|s| s.iter().copied())
+                    .chain(p.whiskers.iter().flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)]))
+            })
         };
         let empty = all().next().is_none();
         if empty {
@@ -524,7 +563,7 @@ impl Plot {
             let colour = colour(item.index);
             let y = (item.row * LEGEND_ROW + LEGEND_ROW / 2) as i32;
             let x = item.x as i32;
-            if s.style == Style::Points {
+            if matches!(s.style, Style::Points | Style::ErrorBars) {
                 legend_area
                     .draw(&Circle::new((x + 10, y), 3, colour.filled()))
                     .map_err(e)?;
@@ -627,6 +666,30 @@ impl Plot {
                         for (k, (x, y)) in px.iter().enumerate() {
                             let sep = if k == 0 { "" } else { " " };
                             let _ = write!(layer, "{sep}{x},{y}");
+                        }
+                        layer.push_str("\"/>\n");
+                    }
+                }
+                Style::ErrorBars => {
+                    reduced = false;
+                    let mut px: Vec<(i32, i32)> = s
+                        .segments
+                        .concat()
+                        .iter()
+                        .map(|p| area.map_coordinate(p))
+                        .collect();
+                    px.dedup();
+                    count = px.len();
+                    dots = px;
+                    if !s.whiskers.is_empty() {
+                        let _ = write!(
+                            layer,
+                            "<path fill=\"none\" stroke=\"{stroke}\" stroke-width=\"1.5\" d=\""
+                        );
+                        for &(x, lo, hi) in &s.whiskers {
+                            let (px, py0) = area.map_coordinate(&(x, lo));
+                            let (_, py1) = area.map_coordinate(&(x, hi));
+                            let _ = write!(layer, "M{px} {py0}V{py1}M{} {py0}h8M{} {py1}h8", px - 4, px - 4);
                         }
                         layer.push_str("\"/>\n");
                     }

@@ -360,3 +360,34 @@ fn pixel_duplicates_are_dropped_without_a_downsampling_note() {
     assert_eq!(r.drawn_points, 60);
     assert!(r.notes.is_empty(), "{:?}", r.notes);
 }
+
+#[test]
+fn error_bars_draw_a_dot_and_a_whisker_per_value_within_the_axes() {
+    let plot = Plot::new("laxity by configuration")
+        .x_axis("tasks", "")
+        .y_axis("normalised laxity", "")
+        .series(Series::error_bars(
+            "G-EDF",
+            vec![(96.0, 0.6, 0.1), (144.0, 0.7, 0.0), (192.0, -1.0, 2.0)],
+        ));
+    let r = plot.render().unwrap();
+    let doc = roxmltree::Document::parse(&r.svg).unwrap();
+    let whiskers: Vec<&str> = doc
+        .descendants()
+        .filter_map(|n| n.attribute("d"))
+        .filter(|d| d.contains('V'))
+        .collect();
+    assert_eq!(whiskers.len(), 1);
+    // Two whiskers (a zero error draws none), each a vertical line and two caps.
+    assert_eq!(whiskers[0].matches('V').count(), 2);
+    assert_eq!(whiskers[0].matches("h8").count(), 4);
+    let dots = doc
+        .descendants()
+        .filter_map(|n| n.attribute("d"))
+        .find(|d| d.contains("h0"))
+        .expect("dots");
+    assert_eq!(dots.matches("h0").count(), 3);
+    assert_eq!(r.drawn_points, 3);
+    // The y axis covers the whiskers: -1 − 2 = -3 must be on it, so a tick at or below -3.
+    assert!(r.svg.lines().any(|l| l.trim() == "-3"), "no tick at -3");
+}

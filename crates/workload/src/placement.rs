@@ -14,7 +14,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use pacer_analysis::partition::{self, milp, Heuristic, MilpOptions};
+use pacer_analysis::partition::{self, Heuristic};
 use pacer_analysis::timings;
 use pacer_model::{Duration, TaskSet};
 
@@ -24,7 +24,7 @@ use crate::taskset::{
 };
 
 /// Where threads may run.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, serde::Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Every thread on every CPU.
@@ -36,7 +36,7 @@ pub enum Scope {
 }
 
 /// Which scheduler orders the threads.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash, serde::Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sched {
     /// SCHED_DEADLINE reservations (C, D, T).
@@ -186,6 +186,12 @@ pub enum PlacementError {
     ReclaimWithoutEdf,
     #[error("the task set has no tasks")]
     Empty,
+    #[error("a placement of {placed} tasks into {bins} bins does not fit a set of {tasks} tasks")]
+    Given {
+        tasks: usize,
+        bins: usize,
+        placed: usize,
+    },
 }
 
 /// A task set mapped onto threads under one configuration.
@@ -233,7 +239,7 @@ fn wcet_of(t: &crate::model::ThreadSpec) -> Duration {
 
 /// Maps `set` onto threads under `cfg`.
 pub fn place(set: &TaskSet, cfg: &Configuration) -> Result<Placement, PlacementError> {
-    let SchedPolicy(scope, sched) = cfg.policy;
+    let SchedPolicy(scope, _) = cfg.policy;
     let m = cfg.cpus as usize;
     if m == 0 {
         return Err(PlacementError::NoCpus(cfg.cpus));
@@ -241,30 +247,8 @@ pub fn place(set: &TaskSet, cfg: &Configuration) -> Result<Placement, PlacementE
     if set.tasks.is_empty() {
         return Err(PlacementError::Empty);
     }
-    if cfg.reclaim && sched != Sched::Edf {
-        return Err(PlacementError::ReclaimWithoutEdf);
-    }
-    let policy = match sched {
-        Sched::Edf => TaskPolicy::Deadline,
-        Sched::Rm => TaskPolicy::FixedPriority(rate_monotonic_priorities(set)),
-        Sched::Dm => TaskPolicy::FixedPriority(deadline_monotonic_priorities(set)),
-    };
-    let mut workload = from_taskset(set, &policy, cfg.exec);
-    if cfg.reclaim {
-        for t in &mut workload.threads {
-            if let Policy::Deadline(r) = &mut t.policy {
-                r.flags.reclaim = true;
-            }
-        }
-    }
     let (capacities, bins): (Vec<usize>, Vec<Vec<usize>>) = match scope {
-        Scope::Global => {
-            return Ok(Placement {
-                workload,
-                bins: vec![(0..m).collect()],
-                bin_of: vec![0; set.tasks.len()],
-            })
-        }
+        Scope::Global => return with_bins(set, cfg, vec![(0..m).collect()], vec![0; set.tasks.len()]),
         Scope::Partitioned => (vec![1; m], (0..m).map(|c| vec![c]).collect()),
         Scope::Clustered => {
             let k = cfg
@@ -284,32 +268,72 @@ pub fn place(set: &TaskSet, cfg: &Configuration) -> Result<Placement, PlacementE
         }
     };
     let ts = timings(&set.tasks);
-    let bin_of = match cfg.assign {
-        Assign::Ilp { time_limit } => {
-            let opts = MilpOptions::with_time_limit(std::time::Duration::from_nanos(time_limit.ns()));
-            milp::solve(&ts, &capacities, &opts)
-                .map_err(|e| PlacementError::Ilp(e.to_string()))?
-                .assignment
-                .bin_of
-        }
-        Assign::Heuristic(h) => match partition::pack(&ts, &capacities, h, partition::load_fits) {
-            Ok(a) => a.bin_of,
-            Err(u) => {
-                return Err(PlacementError::Unplaced {
-                    assign: h.name().to_string(),
-                    task: u.task,
-                    name: workload.threads[u.task].name.clone(),
-                    bin: if scope == Scope::Partitioned {
-                        "CPU"
-                    } else {
-                        "cluster"
-                    },
-                })
-            }
+    let how = match cfg.assign {
+        Assign::Ilp { time_limit } => partition::Placement::Ilp {
+            time_limit: std::time::Duration::from_nanos(time_limit.ns()),
         },
+        Assign::Heuristic(h) => partition::Placement::Heuristic(h),
     };
-    for (t, &b) in workload.threads.iter_mut().zip(&bin_of) {
-        t.affinity = Some(bins[b].clone());
+    let bin_of = match partition::place(&ts, &capacities, how) {
+        Ok(b) => b,
+        Err(partition::PlaceError::Milp(e)) => return Err(PlacementError::Ilp(e.to_string())),
+        Err(partition::PlaceError::Unplaced { heuristic, task }) => {
+            return Err(PlacementError::Unplaced {
+                assign: heuristic.name().to_string(),
+                task,
+                name: set.tasks[task].name.clone(),
+                bin: if scope == Scope::Partitioned {
+                    "CPU"
+                } else {
+                    "cluster"
+                },
+            })
+        }
+    };
+    with_bins(set, cfg, bins, bin_of)
+}
+
+/// The threads of `set` under `cfg` with a placement already made (`bins[b]`: the CPUs of bin
+/// `b`; `bin_of[i]`: task `i`'s bin), for a caller that places once and runs the set several
+/// times or on several backends (an ILP under a time limit may place differently on two calls).
+/// Global configurations leave the threads free on every CPU.
+pub fn with_bins(
+    set: &TaskSet,
+    cfg: &Configuration,
+    bins: Vec<Vec<usize>>,
+    bin_of: Vec<usize>,
+) -> Result<Placement, PlacementError> {
+    let SchedPolicy(scope, sched) = cfg.policy;
+    if set.tasks.is_empty() {
+        return Err(PlacementError::Empty);
+    }
+    if cfg.reclaim && sched != Sched::Edf {
+        return Err(PlacementError::ReclaimWithoutEdf);
+    }
+    if bin_of.len() != set.tasks.len() || bin_of.iter().any(|&b| b >= bins.len()) {
+        return Err(PlacementError::Given {
+            tasks: set.tasks.len(),
+            bins: bins.len(),
+            placed: bin_of.len(),
+        });
+    }
+    let policy = match sched {
+        Sched::Edf => TaskPolicy::Deadline,
+        Sched::Rm => TaskPolicy::FixedPriority(rate_monotonic_priorities(set)),
+        Sched::Dm => TaskPolicy::FixedPriority(deadline_monotonic_priorities(set)),
+    };
+    let mut workload = from_taskset(set, &policy, cfg.exec);
+    if cfg.reclaim {
+        for t in &mut workload.threads {
+            if let Policy::Deadline(r) = &mut t.policy {
+                r.flags.reclaim = true;
+            }
+        }
+    }
+    if scope != Scope::Global {
+        for (t, &b) in workload.threads.iter_mut().zip(&bin_of) {
+            t.affinity = Some(bins[b].clone());
+        }
     }
     Ok(Placement {
         workload,

@@ -162,6 +162,56 @@ pub fn outcome(result: &Result<Assignment, Unplaced>) -> Outcome {
     }
 }
 
+/// How [`place`] assigns tasks to bins: a bin-packing heuristic under [`load_fits`], or the
+/// min–max-load ILP of [`milp`] (the RM-vs-EDF paper's §5.4) under a wall-clock limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A heuristic by utilisation (Σu ≤ capacity per bin).
+    Heuristic(Heuristic),
+    /// The ILP with this time limit; the best solution found in that time is used, as in the paper.
+    Ilp { time_limit: std::time::Duration },
+}
+
+impl Placement {
+    /// `ilp` or a heuristic's name (as [`Heuristic`] parses them).
+    pub fn name(&self) -> String {
+        match self {
+            Placement::Heuristic(h) => h.name().to_string(),
+            Placement::Ilp { .. } => "ilp".to_string(),
+        }
+    }
+}
+
+/// Why [`place`] found no assignment.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlaceError {
+    /// The heuristic left this task (input index) in no bin.
+    #[error("{heuristic}: task {task} fits in no bin (Σ utilisation would exceed its capacity)")]
+    Unplaced { heuristic: Heuristic, task: usize },
+    /// The ILP refused its input.
+    #[error("ilp: {0}")]
+    Milp(#[from] MilpError),
+}
+
+/// Task → bin for partitioned (`bins` all 1) and clustered scheduling: the one placement used by
+/// `pacer sim` and by the experiments, so a simulated and a real run of a set share it.
+pub fn place(ts: &[Timing], bins: &[usize], how: Placement) -> Result<Vec<usize>, PlaceError> {
+    match how {
+        Placement::Ilp { time_limit } => {
+            let r = milp::solve(ts, bins, &MilpOptions::with_time_limit(time_limit))?;
+            Ok(r.assignment.bin_of)
+        }
+        Placement::Heuristic(h) => {
+            pack(ts, bins, h, load_fits)
+                .map(|a| a.bin_of)
+                .map_err(|u| PlaceError::Unplaced {
+                    heuristic: h,
+                    task: u.task,
+                })
+        }
+    }
+}
+
 /// Σu ≤ capacity (within [`crate::outcome::EPS`]) and no task above one CPU (u ≤ 1).
 ///
 /// A necessary condition for any scheduler on `capacity` CPUs, and exact for implicit-deadline

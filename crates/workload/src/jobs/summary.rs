@@ -337,8 +337,9 @@ fn opt(v: Option<f64>, decimals: usize) -> String {
 }
 
 /// Lays out `rows` as columns separated by two spaces, padded by character count; the first
-/// column is left-aligned, the others right-aligned.
-fn table(rows: &[Vec<String>]) -> String {
+/// column is left-aligned, the others right-aligned. Shared by every plain-text table of job
+/// statistics (`pacer sim`, `pacer run`, `pacer experiment`).
+pub fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
