@@ -161,7 +161,7 @@ mod kernel {
         let _g = privileged();
         let base = baseline();
         let tmp = tempfile::tempdir().unwrap();
-        let mut child = experiment(tmp.path(), &["--duration", "4s", "-o", "s"])
+        let child = experiment(tmp.path(), &["--duration", "4s", "-o", "s"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
