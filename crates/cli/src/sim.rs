@@ -113,6 +113,18 @@ pub struct Args {
     /// pacer's development machine (docs/simulator.md).
     #[arg(long, value_name = "FILE")]
     pub memrun_cost: Option<PathBuf>,
+    /// The migration and cache-reload cost model: a thread with a working set (a task's
+    /// `wss_bytes`, `--wss`, an rt-app `pacer_wss` phase) that switches in on a CPU whose cache no
+    /// longer holds it (it migrated, or others evicted it) pays the reload time of the missing
+    /// part, from this calibration profile (written by `pacer calibrate`; the development
+    /// machine's is data/calibration/dev-vm.json). Off by default (docs/simulator.md, "Cache
+    /// model").
+    #[arg(long, value_name = "FILE")]
+    pub cache_model: Option<PathBuf>,
+    /// Working-set size of every task of a task set that gives none (bytes, or 16K, 256K, 1M;
+    /// a multiple of 64): each job then passes over that many bytes (docs/formats/taskset.md).
+    #[arg(long, value_name = "SIZE", value_parser = crate::calibrate::parse_bytes)]
+    pub wss: Option<u64>,
     /// How long a thread moving into an rt-app task group sleeps when no other move came just
     /// before (writing to a cgroup's `tasks` waits for an RCU grace period) [default: this
     /// development VM's mean, 9.6 ms, see docs/simulator.md, "Task groups"].
@@ -314,7 +326,17 @@ fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
         Sched::Dm => TaskPolicy::FixedPriority(pacer_workload::deadline_monotonic_priorities(set)),
     };
     let exec = a.exec.as_ref().map_or(ExecModel::Wcet, |e| e.0);
-    let mut w = pacer_workload::from_taskset(set, &policy, exec);
+    let mut w = match a.wss {
+        Some(bytes) => {
+            if bytes == 0 || bytes % 64 != 0 || bytes > 1 << 30 {
+                bail!("--wss {bytes}: expected a working-set size that is a positive multiple of 64 bytes, at most 1G");
+            }
+            let mut with = set.clone();
+            with.wss_bytes = Some(bytes);
+            pacer_workload::from_taskset(&with, &policy, exec)
+        }
+        None => pacer_workload::from_taskset(set, &policy, exec),
+    };
     if a.reclaim {
         if sched != Sched::Edf {
             bail!("--reclaim: only SCHED_DEADLINE (the *-edf policies) reclaims bandwidth");
@@ -394,6 +416,15 @@ pub(crate) struct RunInfo {
     pub overheads: SimOverheads,
     /// The simulated kernel's scheduler settings.
     pub kernel: crate::sim_kernel::KernelInfo,
+    /// The cache model, when `--cache-model` turned it on: its profile and what it charged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheInfo>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct CacheInfo {
+    pub profile: PathBuf,
+    pub charged: pacer_sim::CacheStats,
 }
 
 #[derive(Serialize)]
@@ -469,6 +500,8 @@ impl Args {
             newidle_ratio: None,
             work_scale: 1.0,
             memrun_cost: None,
+            cache_model: None,
+            wss: None,
             taskgroup_move_cost: None,
             taskgroup_move_fast_cost: None,
             taskgroup_move_window: None,
@@ -529,6 +562,20 @@ pub fn run(mut a: Args) -> Result<()> {
             info.jobs_per_wall_second,
             info.events_per_wall_second
         );
+        if let Some(c) = &info.cache {
+            let s = &c.charged;
+            println!(
+                "cache model ({}): {} reloads after a migration, {} after an eviction, {} cold loads, {} warm resumes; {} reloaded ({} from the shared cache), {} charged\n",
+                c.profile.display(),
+                s.migration_reloads,
+                s.eviction_reloads,
+                s.cold_loads,
+                s.warm_resumes,
+                bytes(s.bytes_from_shared + s.bytes_from_memory),
+                bytes(s.bytes_from_shared),
+                Duration(s.reload_ns)
+            );
+        }
         let text = render_text(&report);
         print!("{text}");
         if !text.ends_with('\n') {
@@ -536,6 +583,14 @@ pub fn run(mut a: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn bytes(b: u64) -> String {
+    if b >= 10 << 20 {
+        format!("{} MiB", b >> 20)
+    } else {
+        format!("{} KiB", b >> 10)
+    }
 }
 
 /// Where `simulate` streams the job rows (`--jobs`) and the trace (`--trace`): files opened by
@@ -637,6 +692,10 @@ pub(crate) fn simulate(
     }
     if let Some(d) = a.taskgroup_move_cost {
         cfg.taskgroup_move_ns = d.ns();
+    }
+    if let Some(path) = &a.cache_model {
+        let profile = pacer_workload::CacheProfile::read(path).context("--cache-model")?;
+        cfg.cache_model = Some(std::sync::Arc::new(profile));
     }
     if let Some(d) = a.taskgroup_move_fast_cost {
         cfg.taskgroup_move_fast_ns = d.ns();
@@ -748,6 +807,10 @@ pub(crate) fn simulate(
             memrun_cost: a.memrun_cost.clone(),
             taskgroup_moves,
         },
+        cache: a.cache_model.as_ref().map(|f| CacheInfo {
+            profile: f.clone(),
+            charged: sim.cache_stats().unwrap_or_default(),
+        }),
         kernel,
     };
     Ok((report, info))

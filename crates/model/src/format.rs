@@ -66,6 +66,8 @@ struct FileTask {
     offset: Option<Duration>,
     #[serde(default)]
     arrival: Arrival,
+    #[serde(default)]
+    wss_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -77,6 +79,8 @@ struct FileTaskSet {
     name: Option<String>,
     #[serde(default)]
     generator: Option<Provenance>,
+    #[serde(default)]
+    wss_bytes: Option<u64>,
     tasks: Vec<FileTask>,
 }
 
@@ -177,11 +181,13 @@ pub fn parse_taskset(text: &str, file: &str) -> Result<TaskSet, FormatError> {
             period: t.period,
             offset: t.offset.unwrap_or(Duration::ZERO),
             arrival: t.arrival,
+            wss_bytes: t.wss_bytes,
         })
         .collect();
     let set = TaskSet {
         name: parsed.name,
         generator: parsed.generator,
+        wss_bytes: parsed.wss_bytes,
         tasks,
     };
     validate(&set).map_err(|(field, message)| err(field, message))?;
@@ -195,6 +201,9 @@ pub fn validate(set: &TaskSet) -> Result<(), (String, String)> {
             "tasks".into(),
             "expected at least one task, found an empty array".into(),
         ));
+    }
+    if let Some(w) = set.wss_bytes {
+        check_wss(w).map_err(|m| ("wss_bytes".to_string(), m))?;
     }
     let mut names = BTreeSet::new();
     for (i, t) in set.tasks.iter().enumerate() {
@@ -226,12 +235,25 @@ pub fn validate(set: &TaskSet) -> Result<(), (String, String)> {
                 ),
             ));
         }
+        if let Some(w) = t.wss_bytes {
+            check_wss(w).map_err(|m| (f("wss_bytes"), m))?;
+        }
         if !names.insert(t.name.as_str()) {
             return Err((
                 f("name"),
                 format!("expected unique task names, `{}` appears twice", t.name),
             ));
         }
+    }
+    Ok(())
+}
+
+// A working set is whole 64-byte lines (the working-set phase's elements), at most 1 GiB.
+fn check_wss(w: u64) -> Result<(), String> {
+    if w == 0 || w % 64 != 0 || w > 1 << 30 {
+        return Err(format!(
+            "expected a working-set size in bytes, a positive multiple of 64 up to 1 GiB (1073741824), found {w}"
+        ));
     }
     Ok(())
 }

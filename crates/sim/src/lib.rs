@@ -5,6 +5,7 @@
 //! affinity configurations of the same classes.
 
 pub mod audio;
+pub mod cache;
 pub(crate) mod class;
 pub mod dvfs;
 pub mod engine;
@@ -27,5 +28,6 @@ pub use engine::{
     DEFAULT_TASKGROUP_MOVE_WINDOW_NS, DEFAULT_TIMER_SLACK_NS, FORKS_LIMIT, RTAPP_RUNTIME_BURST_NS,
 };
 pub use kernel::SimKernel;
+pub use cache::CacheStats;
 pub use memcost::{CostCurve, MemCostError, MemRunCost};
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

@@ -5,6 +5,7 @@
 //! [`synth`]: a real polyphonic synthesizer whose callback cost grows with its voices).
 
 pub mod audio;
+pub mod calibration;
 pub mod cursor;
 pub mod jobs;
 pub mod model;
@@ -12,6 +13,7 @@ pub mod rtapp;
 pub mod synth;
 pub mod taskset;
 pub mod work;
+pub mod wss;
 
 pub use cursor::{Cursor, Step};
 pub use model::{
@@ -24,3 +26,5 @@ pub use taskset::{
     deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,
 };
 pub use work::{thread_rng, thread_seed, ThreadRng, WorkError};
+pub use wss::{WorkingSet, WssAmount, WssOrder};
+pub use calibration::{CacheProfile, ReloadFrom, CALIBRATION_SCHEMA};
