@@ -36,7 +36,13 @@ pub struct Args {
     #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     repeats: u32,
     /// The CPU to warm on and the CPU to migrate to.
-    #[arg(long, value_delimiter = ',', num_args = 1, default_value = "0,1", value_name = "A,B")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        num_args = 1,
+        default_value = "0,1",
+        value_name = "A,B"
+    )]
     cpus: Vec<usize>,
     /// Bytes of the evicting buffer (default: twice the largest shared cache, 64M without one).
     #[arg(long, value_parser = parse_bytes)]
@@ -71,7 +77,9 @@ fn parse_order(s: &str) -> Result<WssOrder, String> {
     match s.trim() {
         "sequential" => Ok(WssOrder::Sequential),
         "random" => Ok(WssOrder::Random),
-        other => Err(format!("`{other}` is not an order (expected sequential or random)")),
+        other => Err(format!(
+            "`{other}` is not an order (expected sequential or random)"
+        )),
     }
 }
 
@@ -87,7 +95,10 @@ fn human(bytes: u64) -> String {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let [cpu_a, cpu_b] = a.cpus[..] else {
-        bail!("--cpus takes two CPUs, A,B (warm on A, migrate to B), found {:?}", a.cpus);
+        bail!(
+            "--cpus takes two CPUs, A,B (warm on A, migrate to B), found {:?}",
+            a.cpus
+        );
     };
     if a.output.is_none() && !a.json {
         bail!("nowhere to put the profile: give -o FILE or --json");

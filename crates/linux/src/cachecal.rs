@@ -23,7 +23,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use pacer_workload::calibration::{CacheLevel, CacheProfile, CachePoint, MachineInfo, CALIBRATION_SCHEMA};
+use pacer_workload::calibration::{CacheLevel, CachePoint, CacheProfile, MachineInfo, CALIBRATION_SCHEMA};
 use pacer_workload::wss::{WorkingSet, WssAmount, WssOrder, LINE_BYTES};
 
 use crate::run::wss::WssBuffer;
@@ -80,7 +80,12 @@ pub fn caches_of(cpu: usize) -> Vec<CacheLevel> {
         if !Path::new(&base).exists() {
             break;
         }
-        let read = |f: &str| std::fs::read_to_string(format!("{base}/{f}")).unwrap_or_default().trim().to_string();
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{base}/{f}"))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
         let size = parse_size(&read("size")).unwrap_or(0);
         out.push(CacheLevel {
             level: read("level").parse().unwrap_or(0),
@@ -111,8 +116,17 @@ fn private(c: &CacheLevel) -> bool {
 /// The largest data cache private to one CPU, and the largest shared one (0 if none).
 pub fn capacities(caches: &[CacheLevel]) -> (u64, u64) {
     let data = caches.iter().filter(|c| c.kind != "Instruction");
-    let private_max = data.clone().filter(|c| private(c)).map(|c| c.size_bytes).max().unwrap_or(0);
-    let shared_max = data.filter(|c| !private(c)).map(|c| c.size_bytes).max().unwrap_or(0);
+    let private_max = data
+        .clone()
+        .filter(|c| private(c))
+        .map(|c| c.size_bytes)
+        .max()
+        .unwrap_or(0);
+    let shared_max = data
+        .filter(|c| !private(c))
+        .map(|c| c.size_bytes)
+        .max()
+        .unwrap_or(0);
     (private_max, shared_max)
 }
 
@@ -182,7 +196,9 @@ pub fn calibrate(
     mut progress: impl FnMut(Progress),
 ) -> Result<CacheProfile, CalibrateError> {
     if opts.sizes.is_empty() || opts.orders.is_empty() {
-        return Err(CalibrateError::Options("nothing to measure: no sizes or no orders".into()));
+        return Err(CalibrateError::Options(
+            "nothing to measure: no sizes or no orders".into(),
+        ));
     }
     if opts.repeats == 0 {
         return Err(CalibrateError::Options("--repeats must be at least 1".into()));
@@ -220,9 +236,11 @@ pub fn calibrate(
     }
     let caches = caches_of(a);
     let (private_bytes, shared_bytes) = capacities(&caches);
-    let evict_bytes = opts
-        .evict_bytes
-        .unwrap_or(if shared_bytes > 0 { 2 * shared_bytes } else { 64 << 20 });
+    let evict_bytes = opts.evict_bytes.unwrap_or(if shared_bytes > 0 {
+        2 * shared_bytes
+    } else {
+        64 << 20
+    });
     if evict_bytes == 0 || evict_bytes % LINE_BYTES != 0 {
         return Err(CalibrateError::Options(format!(
             "the eviction buffer must be a positive multiple of 64 bytes, found {evict_bytes}"
@@ -268,7 +286,14 @@ fn measure(
         bufs.push(WssBuffer::new(ws.size, [ws]).ok_or(CalibrateError::Alloc(ws.size))?);
     }
     let n = opts.repeats as usize;
-    let mut samples = vec![[Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n)]; sets.len()];
+    let mut samples = vec![
+        [
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n)
+        ];
+        sets.len()
+    ];
     let mut points = Vec::with_capacity(sets.len());
     for round in 0..n {
         for (i, (ws, buf)) in sets.iter().zip(&bufs).enumerate() {

@@ -57,9 +57,9 @@ mod write;
 use std::path::PathBuf;
 
 pub use html::Report;
-pub use write::write_atomic;
 pub use plot::{Plot, RenderedPlot, Series, Style, PALETTE};
 pub use stats::{cdf, histogram};
+pub use write::write_atomic;
 
 /// Why a report or a plot could not be produced or written.
 #[derive(Debug, thiserror::Error)]

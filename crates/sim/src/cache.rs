@@ -43,7 +43,10 @@ struct Lru {
 
 impl Lru {
     fn new(cap: u64) -> Lru {
-        Lru { cap, held: Vec::new() }
+        Lru {
+            cap,
+            held: Vec::new(),
+        }
     }
 
     fn resident(&self, t: ThreadId) -> u64 {
@@ -120,7 +123,11 @@ pub(crate) fn footprint_of(spec: &pacer_workload::ThreadSpec) -> (u64, WssOrder)
 }
 
 impl CacheModel {
-    pub(crate) fn new(profile: Arc<CacheProfile>, cpus: usize, specs: &[pacer_workload::ThreadSpec]) -> CacheModel {
+    pub(crate) fn new(
+        profile: Arc<CacheProfile>,
+        cpus: usize,
+        specs: &[pacer_workload::ThreadSpec],
+    ) -> CacheModel {
         let private = vec![Lru::new(profile.private_cache_bytes); cpus];
         let shared = Lru::new(profile.shared_cache_bytes);
         CacheModel {
@@ -139,7 +146,11 @@ impl CacheModel {
 
     /// Thread `t` of spec `spec` switches in on `cpu`: the reload time to charge, ns.
     pub(crate) fn switch_in(&mut self, t: ThreadId, spec: usize, cpu: usize) -> u64 {
-        let (w, order) = self.footprint.get(spec).copied().unwrap_or((0, WssOrder::Sequential));
+        let (w, order) = self
+            .footprint
+            .get(spec)
+            .copied()
+            .unwrap_or((0, WssOrder::Sequential));
         if w == 0 {
             return 0;
         }

@@ -50,11 +50,12 @@ use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
-use pacer_workload::{Cursor, Event, Phase, Policy, Step as Walk, ThreadSpec, Workload};
 use pacer_workload::{CacheProfile, WorkingSet, WssAmount};
-use std::sync::Arc;
+use pacer_workload::{Cursor, Event, Phase, Policy, Step as Walk, ThreadSpec, Workload};
 use rand::Rng;
+use std::sync::Arc;
 
+use crate::cache::{CacheModel, CacheStats};
 use crate::class::cpudl::RootHeaps;
 use crate::class::deadline::RootDomain;
 use crate::class::fair::{FairModel, FairParams, FairRq};
@@ -66,7 +67,6 @@ use crate::dvfs::walt::Walt;
 use crate::dvfs::{
     CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals, UtilSignal,
 };
-use crate::cache::{CacheModel, CacheStats};
 use crate::memcost::MemRunCost;
 use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
 use crate::sync::{Acquire, Objects, Op, WaitKey, Waiter};
@@ -2146,7 +2146,11 @@ impl Sim {
                     let mut w = match ev {
                         Event::Run { work } => work.sample_for(&mut th.rng, th.units).ns(),
                         Event::WorkingSet(ws) => {
-                            let profile = self.cfg.cache_model.as_deref().unwrap_or_else(|| measured_profile());
+                            let profile = self
+                                .cfg
+                                .cache_model
+                                .as_deref()
+                                .unwrap_or_else(|| measured_profile());
                             wss_work_ns(ws, profile, &mut th.rng, th.units)
                         }
                         _ => 0,

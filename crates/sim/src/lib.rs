@@ -17,6 +17,7 @@ pub mod output;
 pub mod record;
 pub(crate) mod sync;
 
+pub use cache::CacheStats;
 pub use class::fair::{CfsTunables, FairModel, SLICE_RANGE_NS};
 pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,
@@ -28,6 +29,5 @@ pub use engine::{
     DEFAULT_TASKGROUP_MOVE_WINDOW_NS, DEFAULT_TIMER_SLACK_NS, FORKS_LIMIT, RTAPP_RUNTIME_BURST_NS,
 };
 pub use kernel::SimKernel;
-pub use cache::CacheStats;
 pub use memcost::{CostCurve, MemCostError, MemRunCost};
 pub use record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};

@@ -93,12 +93,35 @@ fn workload(threads: Vec<ThreadSpec>) -> Workload {
 #[test]
 fn a_warm_resume_costs_nothing_and_the_first_load_comes_from_memory() {
     // One thread alone on CPU 0: 1 ms over 256 KiB, sleep 1 ms, five times.
-    let t = fifo("t", 10, vec![0], vec![Phase::new(1, vec![wss(256 * KIB, work_ms(1)), sleep(1)])], 5);
+    let t = fifo(
+        "t",
+        10,
+        vec![0],
+        vec![Phase::new(1, vec![wss(256 * KIB, work_ms(1)), sleep(1)])],
+        5,
+    );
     let (jobs, stats) = run(workload(vec![t]), 2, true);
     let exec: Vec<u64> = jobs.iter().map(|j| j.exec).collect();
-    assert_eq!(exec, vec![1_000_000 + 4 * 256 * KIB, 1_000_000, 1_000_000, 1_000_000, 1_000_000]);
+    assert_eq!(
+        exec,
+        vec![
+            1_000_000 + 4 * 256 * KIB,
+            1_000_000,
+            1_000_000,
+            1_000_000,
+            1_000_000
+        ]
+    );
     let s = stats.unwrap();
-    assert_eq!((s.cold_loads, s.warm_resumes, s.migration_reloads, s.eviction_reloads), (1, 4, 0, 0));
+    assert_eq!(
+        (
+            s.cold_loads,
+            s.warm_resumes,
+            s.migration_reloads,
+            s.eviction_reloads
+        ),
+        (1, 4, 0, 0)
+    );
 }
 
 #[test]
@@ -127,7 +150,13 @@ fn other_working_sets_evict_by_capacity() {
     // find 1024 − 768 = 256 KiB of its own still there and reloads 512 KiB from the shared
     // cache. A third thread of 64 KiB beside one of 768 KiB would leave it whole.
     let big = |name: &str, prio| {
-        fifo(name, prio, vec![0], vec![Phase::new(1, vec![wss(768 * KIB, work_ms(1)), sleep(2)])], 4)
+        fifo(
+            name,
+            prio,
+            vec![0],
+            vec![Phase::new(1, vec![wss(768 * KIB, work_ms(1)), sleep(2)])],
+            4,
+        )
     };
     let (jobs, stats) = run(workload(vec![big("a", 20), big("b", 10)]), 1, true);
     let a: Vec<u64> = jobs.iter().filter(|j| j.thread == 0).map(|j| j.exec).collect();
@@ -141,7 +170,13 @@ fn other_working_sets_evict_by_capacity() {
     // sleep gives it back a CPU a did not run on meanwhile.
     assert_eq!((s.cold_loads, s.eviction_reloads, s.migration_reloads), (2, 6, 0));
 
-    let small = fifo("s", 10, vec![0], vec![Phase::new(1, vec![wss(64 * KIB, work_ms(1)), sleep(2)])], 4);
+    let small = fifo(
+        "s",
+        10,
+        vec![0],
+        vec![Phase::new(1, vec![wss(64 * KIB, work_ms(1)), sleep(2)])],
+        4,
+    );
     let (jobs, _) = run(workload(vec![big("a", 20), small]), 1, true);
     let a: Vec<u64> = jobs.iter().filter(|j| j.thread == 0).map(|j| j.exec).collect();
     assert_eq!(&a[1..], &[1_000_000; 3]);
@@ -156,7 +191,10 @@ fn passes_and_lines_cost_the_profiles_warm_line() {
         vec![0],
         vec![Phase::new(
             1,
-            vec![wss(256 * KIB, WssAmount::Passes { passes: 2 }), wss(256 * KIB, WssAmount::Lines { lines: 1000 })],
+            vec![
+                wss(256 * KIB, WssAmount::Passes { passes: 2 }),
+                wss(256 * KIB, WssAmount::Lines { lines: 1000 }),
+            ],
         )],
         1,
     );
@@ -181,14 +219,23 @@ fn working_sets_change_nothing_with_the_model_off() {
     // drawn execution times: the phase draws its work as `run` does.
     let mut set = TaskSet::new(
         (0..6)
-            .map(|i| Task::implicit(format!("t{i}"), Duration(1_500_000 + i * 300_000), Duration(5_000_000 + i * 1_700_000)))
+            .map(|i| {
+                Task::implicit(
+                    format!("t{i}"),
+                    Duration(1_500_000 + i * 300_000),
+                    Duration(5_000_000 + i * 1_700_000),
+                )
+            })
             .collect(),
     );
     let exec = ExecModel::Uniform { min_fraction: 0.5 };
     let plain = from_taskset(&set, &TaskPolicy::Deadline, exec);
     set.wss_bytes = Some(256 * KIB);
     let with = from_taskset(&set, &TaskPolicy::Deadline, exec);
-    assert!(matches!(with.threads[0].phases[0].events[0], Event::WorkingSet(_)));
+    assert!(matches!(
+        with.threads[0].phases[0].events[0],
+        Event::WorkingSet(_)
+    ));
     let (a, _) = run(plain, 2, false);
     let (b, stats) = run(with.clone(), 2, false);
     assert!(a.len() > 100);

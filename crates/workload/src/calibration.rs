@@ -122,23 +122,29 @@ impl CacheProfile {
             file: file.to_string(),
             line: e.line(),
             column: e.column(),
-            message: e.to_string().split(" at line ").next().unwrap_or_default().to_string(),
+            message: e
+                .to_string()
+                .split(" at line ")
+                .next()
+                .unwrap_or_default()
+                .to_string(),
         })?;
         match value.get("schema") {
             Some(serde_json::Value::String(s)) if s == CALIBRATION_SCHEMA => {}
-            other => {
-                return Err(field(
-                    "schema".into(),
-                    format!(
-                        "expected \"{CALIBRATION_SCHEMA}\" (a profile written by `pacer calibrate`), found {}",
-                        other.map_or("nothing".to_string(), |v| v.to_string())
-                    ),
-                ))
-            }
+            other => return Err(field(
+                "schema".into(),
+                format!(
+                    "expected \"{CALIBRATION_SCHEMA}\" (a profile written by `pacer calibrate`), found {}",
+                    other.map_or("nothing".to_string(), |v| v.to_string())
+                ),
+            )),
         }
         let p: CacheProfile = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            field(if path == "." { "(top level)".into() } else { path }, e.into_inner().to_string())
+            field(
+                if path == "." { "(top level)".into() } else { path },
+                e.into_inner().to_string(),
+            )
         })?;
         p.validate().map_err(|(f, m)| field(f, m))?;
         Ok(p)
@@ -153,20 +159,29 @@ impl CacheProfile {
             ));
         }
         if self.private_cache_bytes == 0 {
-            return Err(("private_cache_bytes".into(), "expected a capacity > 0, found 0".into()));
+            return Err((
+                "private_cache_bytes".into(),
+                "expected a capacity > 0, found 0".into(),
+            ));
         }
         if self.repeats == 0 {
             return Err(("repeats".into(), "expected at least 1, found 0".into()));
         }
         if self.points.is_empty() {
-            return Err(("points".into(), "expected at least one measurement, found none".into()));
+            return Err((
+                "points".into(),
+                "expected at least one measurement, found none".into(),
+            ));
         }
         for (i, p) in self.points.iter().enumerate() {
             let f = |name: &str| format!("points[{i}].{name}");
             if p.wss_bytes == 0 || !p.wss_bytes.is_multiple_of(LINE_BYTES) {
                 return Err((
                     f("wss_bytes"),
-                    format!("expected a positive multiple of {LINE_BYTES}, found {}", p.wss_bytes),
+                    format!(
+                        "expected a positive multiple of {LINE_BYTES}, found {}",
+                        p.wss_bytes
+                    ),
                 ));
             }
             for (name, v) in [
@@ -210,7 +225,11 @@ impl CacheProfile {
     /// The points of one order, or of the other when the profile has none of it.
     fn curve(&self, order: WssOrder) -> impl Iterator<Item = &CachePoint> + Clone {
         let has = self.points.iter().any(|p| p.order == order);
-        let pick = if has { order } else { self.points.first().map_or(order, |p| p.order) };
+        let pick = if has {
+            order
+        } else {
+            self.points.first().map_or(order, |p| p.order)
+        };
         self.points.iter().filter(move |p| p.order == pick)
     }
 
@@ -261,7 +280,11 @@ fn interpolate<'a>(
             return match below {
                 None => value(p),
                 Some(b) => {
-                    let (x0, x1, x) = ((b.wss_bytes as f64).log2(), (p.wss_bytes as f64).log2(), (size as f64).log2());
+                    let (x0, x1, x) = (
+                        (b.wss_bytes as f64).log2(),
+                        (p.wss_bytes as f64).log2(),
+                        (size as f64).log2(),
+                    );
                     value(b) + (value(p) - value(b)) * (x - x0) / (x1 - x0)
                 }
             };
@@ -314,7 +337,10 @@ mod tests {
         let mid = (200.0 / 4096.0 + 1200.0 / 16384.0) / 2.0;
         assert!((p.reload_ns_per_byte(WssOrder::Sequential, 8192, ReloadFrom::Shared) - mid).abs() < 1e-12);
         // Outside the points: the nearest one's per-byte figure; the other order falls back.
-        assert!((p.reload_ns_per_byte(WssOrder::Random, 1 << 30, ReloadFrom::Memory) - 2000.0 / 16384.0).abs() < 1e-12);
+        assert!(
+            (p.reload_ns_per_byte(WssOrder::Random, 1 << 30, ReloadFrom::Memory) - 2000.0 / 16384.0).abs()
+                < 1e-12
+        );
     }
 
     #[test]
@@ -339,7 +365,10 @@ mod tests {
         let (f, _) = bad(&|v| v["points"][1]["wss_bytes"] = 4096.into());
         assert_eq!(f, "points[1].wss_bytes");
         let (f, m) = bad(&|v| v["points"][0]["warm_pass_ns"] = 0.into());
-        assert_eq!((f.as_str(), m.as_str()), ("points[0].warm_pass_ns", "expected a time > 0 ns, found 0"));
+        assert_eq!(
+            (f.as_str(), m.as_str()),
+            ("points[0].warm_pass_ns", "expected a time > 0 ns, found 0")
+        );
         let (f, _) = bad(&|v| v["points"][0]["order"] = "diagonal".into());
         assert_eq!(f, "points[0].order");
         let (f, m) = bad(&|v| v["private_cache_bytes"] = (-1).into());

@@ -15,6 +15,7 @@ pub mod taskset;
 pub mod work;
 pub mod wss;
 
+pub use calibration::{CacheProfile, ReloadFrom, CALIBRATION_SCHEMA};
 pub use cursor::{Cursor, Step};
 pub use model::{
     ChaseOrder, Event, FtraceCategories, MemAccess, MemBuffer, MemBufferId, MemBufferKind, Need, Phase,
@@ -27,4 +28,3 @@ pub use taskset::{
 };
 pub use work::{thread_rng, thread_seed, ThreadRng, WorkError};
 pub use wss::{WorkingSet, WssAmount, WssOrder};
-pub use calibration::{CacheProfile, ReloadFrom, CALIBRATION_SCHEMA};

@@ -36,12 +36,12 @@ use std::path::Path;
 use pacer_model::{Duration, Reservation, ReservationError};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use crate::wss::{WorkingSet, WssAmount, WssOrder};
 use crate::model::{
     ChaseOrder, Event, FtraceCategories, MemAccess, MemBuffer, MemBufferId, MemBufferKind, Phase, Policy,
     Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec, TimerId, TimerMode, Work, Workload,
     CHASE_MIN_STRIDE,
 };
+use crate::wss::{WorkingSet, WssAmount, WssOrder};
 
 /// An rt-app file problem: the same shape as a task-set file problem (file, JSON path of the
 /// field, what was expected), so both formats report errors alike.
@@ -1749,7 +1749,10 @@ impl Parser<'_> {
                         other => {
                             return Err(self.err(
                                 p,
-                                format!("expected \"sequential\" or \"random\", found {}", other.describe()),
+                                format!(
+                                    "expected \"sequential\" or \"random\", found {}",
+                                    other.describe()
+                                ),
                             ))
                         }
                     };
@@ -1788,7 +1791,10 @@ impl Parser<'_> {
             }
         }
         let Some(size) = size else {
-            return Err(self.err(spath, "missing: expected a working-set size in bytes, a multiple of 64"));
+            return Err(self.err(
+                spath,
+                "missing: expected a working-set size in bytes, a multiple of 64",
+            ));
         };
         let ws = WorkingSet {
             size,

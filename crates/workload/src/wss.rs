@@ -239,7 +239,11 @@ mod tests {
         assert_ne!(a, c, "another seed, another order");
         let mut sorted = a.clone();
         sorted.sort_unstable();
-        assert_eq!(sorted, (0..4096).collect::<Vec<u32>>(), "every line once per pass");
+        assert_eq!(
+            sorted,
+            (0..4096).collect::<Vec<u32>>(),
+            "every line once per pass"
+        );
         // Not the sequential order, nor mostly ascending neighbours.
         let ascending = a.windows(2).filter(|w| w[1] == w[0] + 1).count();
         assert!(ascending < 40, "{ascending} of 4095 steps go to the next line");
@@ -257,8 +261,14 @@ mod tests {
 
     #[test]
     fn sizes_are_checked_and_work_converts_to_accesses() {
-        assert_eq!(ws(100, WssOrder::Sequential, 0).validate(), Err(WssError::BadSize(100)));
-        assert_eq!(ws(0, WssOrder::Sequential, 0).validate(), Err(WssError::BadSize(0)));
+        assert_eq!(
+            ws(100, WssOrder::Sequential, 0).validate(),
+            Err(WssError::BadSize(100))
+        );
+        assert_eq!(
+            ws(0, WssOrder::Sequential, 0).validate(),
+            Err(WssError::BadSize(0))
+        );
         assert_eq!(
             ws(2 << 30, WssOrder::Sequential, 0).validate(),
             Err(WssError::TooLarge(2 << 30))

@@ -42,10 +42,10 @@ pub mod membind;
 pub(crate) mod memrun;
 mod sync;
 pub(crate) mod sys;
-pub mod wss;
 mod taskgroup;
 mod thread;
 mod uclamp;
+pub mod wss;
 
 pub use self::fork::FORKS_LIMIT;
 

@@ -1063,7 +1063,13 @@ impl<'a> Interp<'a> {
                     let r = match &self.wss {
                         Some(buf) => {
                             let start = sys::now_ns();
-                            let r = buf.run(ws, &mut self.rng, self.units, measured_profile(), &self.shared.stop);
+                            let r = buf.run(
+                                ws,
+                                &mut self.rng,
+                                self.units,
+                                measured_profile(),
+                                &self.shared.stop,
+                            );
                             let took = sys::now_ns().saturating_sub(start);
                             self.pass.run_ns += took;
                             idle_steps = 0;

@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use pacer_workload::wss::{drive, LineAccess, WorkingSet, WssAmount, WssOrder, LINE_BYTES};
-use pacer_workload::{CacheProfile, Event, ThreadSpec, ThreadRng};
+use pacer_workload::{CacheProfile, Event, ThreadRng, ThreadSpec};
 
 use super::memrun::Zone;
 use super::sync::Blocked;
@@ -65,7 +65,10 @@ impl LineAccess for Lines {
     fn write(&mut self, line: u32, k: u64) {
         // SAFETY: as for `read`; the buffer is the thread's own, so no other thread writes it.
         unsafe {
-            std::ptr::write_volatile(self.base.as_ptr().add(line as usize * LINE_BYTES as usize) as *mut u64, k)
+            std::ptr::write_volatile(
+                self.base.as_ptr().add(line as usize * LINE_BYTES as usize) as *mut u64,
+                k,
+            )
         }
     }
 }
@@ -95,14 +98,20 @@ impl WssBuffer {
         }
         // Parsed here, before the start gate, rather than in the first job.
         measured_profile();
-        let sets = spec.phases.iter().flat_map(|p| p.events.iter()).filter_map(|e| match e {
-            Event::WorkingSet(ws) => Some(ws),
-            _ => None,
-        });
-        WssBuffer::new(size, sets).map(Some).ok_or_else(|| RunError::BadThread {
-            thread: spec.name.clone(),
-            message: format!("cannot allocate its {size}-byte working set (pacer_wss)"),
-        })
+        let sets = spec
+            .phases
+            .iter()
+            .flat_map(|p| p.events.iter())
+            .filter_map(|e| match e {
+                Event::WorkingSet(ws) => Some(ws),
+                _ => None,
+            });
+        WssBuffer::new(size, sets)
+            .map(Some)
+            .ok_or_else(|| RunError::BadThread {
+                thread: spec.name.clone(),
+                message: format!("cannot allocate its {size}-byte working set (pacer_wss)"),
+            })
     }
 
     /// The line order of `ws`, if the buffer was built for it.
