@@ -565,7 +565,7 @@ pub fn run(mut a: Args) -> Result<()> {
         if let Some(c) = &info.cache {
             let s = &c.charged;
             println!(
-                "cache model ({}): {} reloads after a migration, {} after an eviction, {} cold loads, {} warm resumes; {} reloaded ({} from the shared cache), {} charged\n",
+                "cache model ({}): {} reloads after a migration, {} after an eviction, {} cold loads, {} warm resumes; {} reloaded ({} from the shared cache), {:.3} ms charged\n",
                 c.profile.display(),
                 s.migration_reloads,
                 s.eviction_reloads,
@@ -573,7 +573,7 @@ pub fn run(mut a: Args) -> Result<()> {
                 s.warm_resumes,
                 bytes(s.bytes_from_shared + s.bytes_from_memory),
                 bytes(s.bytes_from_shared),
-                Duration(s.reload_ns)
+                s.reload_ns as f64 / 1e6
             );
         }
         let text = render_text(&report);

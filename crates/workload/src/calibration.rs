@@ -131,13 +131,15 @@ impl CacheProfile {
         })?;
         match value.get("schema") {
             Some(serde_json::Value::String(s)) if s == CALIBRATION_SCHEMA => {}
-            other => return Err(field(
-                "schema".into(),
-                format!(
+            other => {
+                return Err(field(
+                    "schema".into(),
+                    format!(
                     "expected \"{CALIBRATION_SCHEMA}\" (a profile written by `pacer calibrate`), found {}",
                     other.map_or("nothing".to_string(), |v| v.to_string())
                 ),
-            )),
+                ))
+            }
         }
         let p: CacheProfile = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
