@@ -328,7 +328,7 @@ fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
     let exec = a.exec.as_ref().map_or(ExecModel::Wcet, |e| e.0);
     let mut w = match a.wss {
         Some(bytes) => {
-            if bytes == 0 || bytes % 64 != 0 || bytes > 1 << 30 {
+            if bytes == 0 || !bytes.is_multiple_of(64) || bytes > 1 << 30 {
                 bail!("--wss {bytes}: expected a working-set size that is a positive multiple of 64 bytes, at most 1G");
             }
             let mut with = set.clone();

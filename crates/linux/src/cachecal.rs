@@ -241,7 +241,7 @@ pub fn calibrate(
     } else {
         64 << 20
     });
-    if evict_bytes == 0 || evict_bytes % LINE_BYTES != 0 {
+    if evict_bytes == 0 || !evict_bytes.is_multiple_of(LINE_BYTES) {
         return Err(CalibrateError::Options(format!(
             "the eviction buffer must be a positive multiple of 64 bytes, found {evict_bytes}"
         )));

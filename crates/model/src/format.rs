@@ -250,7 +250,7 @@ pub fn validate(set: &TaskSet) -> Result<(), (String, String)> {
 
 // A working set is whole 64-byte lines (the working-set phase's elements), at most 1 GiB.
 fn check_wss(w: u64) -> Result<(), String> {
-    if w == 0 || w % 64 != 0 || w > 1 << 30 {
+    if w == 0 || !w.is_multiple_of(64) || w > 1 << 30 {
         return Err(format!(
             "expected a working-set size in bytes, a positive multiple of 64 up to 1 GiB (1073741824), found {w}"
         ));
