@@ -22,7 +22,7 @@ use crate::model::Work;
 pub const LINE_BYTES: u64 = 64;
 
 /// Access `k` of an execution is a write when `k % WRITE_EVERY == WRITE_EVERY - 1`: four reads
-/// to one write, the ratio of §5.2 (taken from its reference [22]).
+/// to one write, the ratio of §5.2 (taken from its reference 22).
 pub const WRITE_EVERY: u64 = 5;
 
 /// Largest working set a phase may name (1 GiB): line indices fit in `u32`, and a typo cannot

@@ -13,7 +13,7 @@
 //!   never elided, merged or reordered among themselves by the compiler, so the loop makes every
 //!   access the phase names, in its order (the 4-byte reads of the order array come on top: 1/16
 //!   of the traffic).
-//! * The accesses run in slices of [`SLICE`] with a look at the stop flag between them.
+//! * The accesses run in slices of 16 Ki accesses with a look at the stop flag between them.
 //! * `pacer calibrate` (crate::cachecal) times the same loop, so the profile's warm cost per line
 //!   is the cost of this code.
 
