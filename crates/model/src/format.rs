@@ -434,6 +434,7 @@ mod schema_tests {
             let value = match key.as_str() {
                 "name" => "\"x\"",
                 "arrival" => "\"sporadic\"",
+                "wss_bytes" => "16384",
                 "deadline" | "period" => "\"10ms\"",
                 _ => "\"1ms\"",
             };
@@ -459,7 +460,7 @@ mod schema_tests {
         // Sorted: serde_json's map order depends on its `preserve_order` feature.
         let mut top: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
         top.sort();
-        assert_eq!(top, ["generator", "name", "tasks", "version"]);
+        assert_eq!(top, ["generator", "name", "tasks", "version", "wss_bytes"]);
     }
 
     #[test]
@@ -469,6 +470,36 @@ mod schema_tests {
                 .join("../../examples")
                 .join(f);
             read_taskset(&path).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod wss_tests {
+    use super::*;
+
+    #[test]
+    fn working_set_sizes_default_from_the_set_and_are_checked() {
+        let set = parse_taskset(
+            r#"{"wss_bytes": 16384, "tasks": [{"wcet": "1ms", "period": "10ms"},
+                {"wcet": "1ms", "period": "10ms", "wss_bytes": 262144}]}"#,
+            "s.json",
+        )
+        .unwrap();
+        assert_eq!((set.task_wss(0), set.task_wss(1)), (Some(16384), Some(262144)));
+        let back = parse_taskset(&write_taskset(&set), "s.json").unwrap();
+        assert_eq!(back, set);
+        for (json, field) in [
+            (r#"{"tasks": [{"wcet": "1ms", "period": "10ms", "wss_bytes": 100}]}"#, "tasks[0].wss_bytes"),
+            (r#"{"wss_bytes": 0, "tasks": [{"wcet": "1ms", "period": "10ms"}]}"#, "wss_bytes"),
+        ] {
+            match parse_taskset(json, "s.json") {
+                Err(FormatError::Field { field: f, message, .. }) => {
+                    assert_eq!(f, field);
+                    assert!(message.contains("multiple of 64"), "{message}");
+                }
+                other => panic!("{json}: {other:?}"),
+            }
         }
     }
 }
