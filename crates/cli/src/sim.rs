@@ -28,7 +28,8 @@ use crate::output::{FlushClock, Outputs, Stdout};
 pacer sim examples/textbook.json --policy g-edf --duration 1s\n  \
 pacer gen --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
 pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev\n  \
-pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n\n\
+pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n  \
+pacer sim set.json --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json   # reload costs\n\n\
 Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
 policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.\n\n\
 `pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`);\n\

@@ -21,7 +21,18 @@ fn a_measured_profile_drives_the_cache_model() {
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("p.json");
     let out = pacer()
-        .args(["calibrate", "--sizes", "4K,64K", "--orders", "sequential", "--repeats", "3", "--evict", "4M", "-o"])
+        .args([
+            "calibrate",
+            "--sizes",
+            "4K,64K",
+            "--orders",
+            "sequential",
+            "--repeats",
+            "3",
+            "--evict",
+            "4M",
+            "-o",
+        ])
         .arg(&profile)
         .output()
         .unwrap();
@@ -48,9 +59,7 @@ fn a_measured_profile_drives_the_cache_model() {
     let on = run(&["--cache-model", profile.to_str().unwrap()]);
     let charged = &on["run"]["cache"]["charged"];
     assert!(charged["reload_ns"].as_u64().unwrap() > 0, "{charged}");
-    assert!(
-        on["summary"]["utilisation"].as_f64().unwrap() > off["summary"]["utilisation"].as_f64().unwrap()
-    );
+    assert!(on["summary"]["utilisation"].as_f64().unwrap() > off["summary"]["utilisation"].as_f64().unwrap());
 }
 
 #[test]
@@ -61,7 +70,15 @@ fn bad_profiles_and_unsafe_outputs_are_refused() {
     let out = pacer()
         .arg("sim")
         .arg(set(dir.path()))
-        .args(["--cpus", "2", "--policy", "g-edf", "--duration", "10ms", "--cache-model"])
+        .args([
+            "--cpus",
+            "2",
+            "--policy",
+            "g-edf",
+            "--duration",
+            "10ms",
+            "--cache-model",
+        ])
         .arg(&bad)
         .output()
         .unwrap();
@@ -75,7 +92,18 @@ fn bad_profiles_and_unsafe_outputs_are_refused() {
     let link = dir.path().join("link.json");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let out = pacer()
-        .args(["calibrate", "--sizes", "4K", "--orders", "sequential", "--repeats", "1", "--evict", "1M", "-o"])
+        .args([
+            "calibrate",
+            "--sizes",
+            "4K",
+            "--orders",
+            "sequential",
+            "--repeats",
+            "1",
+            "--evict",
+            "1M",
+            "-o",
+        ])
         .arg(&link)
         .output()
         .unwrap();
@@ -83,7 +111,10 @@ fn bad_profiles_and_unsafe_outputs_are_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
 
-    let out = pacer().args(["calibrate", "--cpus", "0,0", "--json"]).output().unwrap();
+    let out = pacer()
+        .args(["calibrate", "--cpus", "0,0", "--json"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("two different CPUs"));
 }

@@ -490,11 +490,19 @@ mod wss_tests {
         let back = parse_taskset(&write_taskset(&set), "s.json").unwrap();
         assert_eq!(back, set);
         for (json, field) in [
-            (r#"{"tasks": [{"wcet": "1ms", "period": "10ms", "wss_bytes": 100}]}"#, "tasks[0].wss_bytes"),
-            (r#"{"wss_bytes": 0, "tasks": [{"wcet": "1ms", "period": "10ms"}]}"#, "wss_bytes"),
+            (
+                r#"{"tasks": [{"wcet": "1ms", "period": "10ms", "wss_bytes": 100}]}"#,
+                "tasks[0].wss_bytes",
+            ),
+            (
+                r#"{"wss_bytes": 0, "tasks": [{"wcet": "1ms", "period": "10ms"}]}"#,
+                "wss_bytes",
+            ),
         ] {
             match parse_taskset(json, "s.json") {
-                Err(FormatError::Field { field: f, message, .. }) => {
+                Err(FormatError::Field {
+                    field: f, message, ..
+                }) => {
                     assert_eq!(f, field);
                     assert!(message.contains("multiple of 64"), "{message}");
                 }
