@@ -7,6 +7,7 @@ mod audio_bench;
 mod bench;
 mod bench_daemon;
 mod bench_exec;
+mod calibrate;
 mod compare;
 mod convert;
 mod cpuset;
@@ -68,6 +69,8 @@ enum Command {
     /// Run an rt-app workload or a task set on this machine's kernel and measure every job (as
     /// `sim` does).
     Run(run::Args),
+    /// Measure this machine's working-set costs (warm, migrated, evicted) for `sim --cache-model`.
+    Calibrate(calibrate::Args),
     /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
     Compare(compare::Args),
     /// Detect a thread's period from a recorded wake-up trace (LFS++ period analyser).
@@ -154,6 +157,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Experiment(a) => experiment::run(*a),
         Command::Audio(a) => audio_bench::run(*a),
+        Command::Calibrate(a) => calibrate::run(a),
         Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),
         Command::Period(a) => period::run(a),

@@ -28,7 +28,8 @@ use crate::output::{FlushClock, Outputs, Stdout};
 pacer sim examples/textbook.json --policy g-edf --duration 1s\n  \
 pacer gen --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
 pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev\n  \
-pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n\n\
+pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n  \
+pacer sim set.json --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json   # reload costs\n\n\
 Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
 policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.\n\n\
 `pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`);\n\
@@ -90,6 +91,18 @@ pub struct Args {
     /// pacer's development machine (docs/simulator.md).
     #[arg(long, value_name = "FILE")]
     pub memrun_cost: Option<PathBuf>,
+    /// The migration and cache-reload cost model: a thread with a working set (a task's
+    /// `wss_bytes`, `--wss`, an rt-app `pacer_wss` phase) that switches in on a CPU whose cache no
+    /// longer holds it (it migrated, or others evicted it) pays the reload time of the missing
+    /// part, from this calibration profile (written by `pacer calibrate`; the development
+    /// machine's is data/calibration/dev-vm.json). Off by default (docs/simulator.md, "Cache
+    /// model").
+    #[arg(long, value_name = "FILE")]
+    pub cache_model: Option<PathBuf>,
+    /// Working-set size of every task of a task set that gives none (bytes, or 16K, 256K, 1M;
+    /// a multiple of 64): each job then passes over that many bytes (docs/formats/taskset.md).
+    #[arg(long, value_name = "SIZE", value_parser = crate::calibrate::parse_bytes)]
+    pub wss: Option<u64>,
     /// How long a thread moving into an rt-app task group sleeps when no other move came just
     /// before (writing to a cgroup's `tasks` waits for an RCU grace period) [default: this
     /// development VM's mean, 9.6 ms, see docs/simulator.md, "Task groups"].
@@ -178,7 +191,18 @@ pub(crate) fn warn_ignored(command: &str, ignored: &[String]) {
 
 fn build_workload(set: &TaskSet, a: &Args) -> Result<Workload> {
     let cfg = a.taskset.configuration(a.cpus)?;
-    Ok(pacer_workload::placement::place(set, &cfg)?.workload)
+    let placed = match a.wss {
+        Some(bytes) => {
+            if bytes == 0 || !bytes.is_multiple_of(64) || bytes > 1 << 30 {
+                bail!("--wss {bytes}: expected a working-set size that is a positive multiple of 64 bytes, at most 1G");
+            }
+            let mut with = set.clone();
+            with.wss_bytes = Some(bytes);
+            pacer_workload::placement::place(&with, &cfg)?
+        }
+        None => pacer_workload::placement::place(set, &cfg)?,
+    };
+    Ok(placed.workload)
 }
 
 /// Warns (does not refuse) when the kernel's admission control would reject the reservations:
@@ -222,6 +246,15 @@ pub(crate) struct RunInfo {
     pub overheads: SimOverheads,
     /// The simulated kernel's scheduler settings.
     pub kernel: crate::sim_kernel::KernelInfo,
+    /// The cache model, when `--cache-model` turned it on: its profile and what it charged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheInfo>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct CacheInfo {
+    pub profile: PathBuf,
+    pub charged: pacer_sim::CacheStats,
 }
 
 #[derive(Serialize)]
@@ -276,6 +309,8 @@ impl Args {
             newidle_ratio: None,
             work_scale: 1.0,
             memrun_cost: None,
+            cache_model: None,
+            wss: None,
             taskgroup_move_cost: None,
             taskgroup_move_fast_cost: None,
             taskgroup_move_window: None,
@@ -336,6 +371,20 @@ pub fn run(mut a: Args) -> Result<()> {
             info.jobs_per_wall_second,
             info.events_per_wall_second
         );
+        if let Some(c) = &info.cache {
+            let s = &c.charged;
+            println!(
+                "cache model ({}): {} reloads after a migration, {} after an eviction, {} cold loads, {} warm resumes; {} reloaded ({} from the shared cache), {:.3} ms charged\n",
+                c.profile.display(),
+                s.migration_reloads,
+                s.eviction_reloads,
+                s.cold_loads,
+                s.warm_resumes,
+                bytes(s.bytes_from_shared + s.bytes_from_memory),
+                bytes(s.bytes_from_shared),
+                s.reload_ns as f64 / 1e6
+            );
+        }
         let text = render_text(&report);
         print!("{text}");
         if !text.ends_with('\n') {
@@ -343,6 +392,14 @@ pub fn run(mut a: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn bytes(b: u64) -> String {
+    if b >= 10 << 20 {
+        format!("{} MiB", b >> 20)
+    } else {
+        format!("{} KiB", b >> 10)
+    }
 }
 
 /// Where `simulate` streams the job rows (`--jobs`) and the trace (`--trace`): files opened by
@@ -444,6 +501,10 @@ pub(crate) fn simulate(
     }
     if let Some(d) = a.taskgroup_move_cost {
         cfg.taskgroup_move_ns = d.ns();
+    }
+    if let Some(path) = &a.cache_model {
+        let profile = pacer_workload::CacheProfile::read(path).context("--cache-model")?;
+        cfg.cache_model = Some(std::sync::Arc::new(profile));
     }
     if let Some(d) = a.taskgroup_move_fast_cost {
         cfg.taskgroup_move_fast_ns = d.ns();
@@ -555,6 +616,10 @@ pub(crate) fn simulate(
             memrun_cost: a.memrun_cost.clone(),
             taskgroup_moves,
         },
+        cache: a.cache_model.as_ref().map(|f| CacheInfo {
+            profile: f.clone(),
+            charged: sim.cache_stats().unwrap_or_default(),
+        }),
         kernel,
     };
     Ok((report, info))

@@ -29,6 +29,7 @@
 pub mod admission;
 pub mod audit;
 pub mod boost;
+pub mod cachecal;
 pub mod cgroup;
 pub mod control;
 pub mod cpufreq;

@@ -66,6 +66,8 @@ struct FileTask {
     offset: Option<Duration>,
     #[serde(default)]
     arrival: Arrival,
+    #[serde(default)]
+    wss_bytes: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -77,6 +79,8 @@ struct FileTaskSet {
     name: Option<String>,
     #[serde(default)]
     generator: Option<Provenance>,
+    #[serde(default)]
+    wss_bytes: Option<u64>,
     tasks: Vec<FileTask>,
 }
 
@@ -177,11 +181,13 @@ pub fn parse_taskset(text: &str, file: &str) -> Result<TaskSet, FormatError> {
             period: t.period,
             offset: t.offset.unwrap_or(Duration::ZERO),
             arrival: t.arrival,
+            wss_bytes: t.wss_bytes,
         })
         .collect();
     let set = TaskSet {
         name: parsed.name,
         generator: parsed.generator,
+        wss_bytes: parsed.wss_bytes,
         tasks,
     };
     validate(&set).map_err(|(field, message)| err(field, message))?;
@@ -195,6 +201,9 @@ pub fn validate(set: &TaskSet) -> Result<(), (String, String)> {
             "tasks".into(),
             "expected at least one task, found an empty array".into(),
         ));
+    }
+    if let Some(w) = set.wss_bytes {
+        check_wss(w).map_err(|m| ("wss_bytes".to_string(), m))?;
     }
     let mut names = BTreeSet::new();
     for (i, t) in set.tasks.iter().enumerate() {
@@ -226,12 +235,25 @@ pub fn validate(set: &TaskSet) -> Result<(), (String, String)> {
                 ),
             ));
         }
+        if let Some(w) = t.wss_bytes {
+            check_wss(w).map_err(|m| (f("wss_bytes"), m))?;
+        }
         if !names.insert(t.name.as_str()) {
             return Err((
                 f("name"),
                 format!("expected unique task names, `{}` appears twice", t.name),
             ));
         }
+    }
+    Ok(())
+}
+
+// A working set is whole 64-byte lines (the working-set phase's elements), at most 1 GiB.
+fn check_wss(w: u64) -> Result<(), String> {
+    if w == 0 || !w.is_multiple_of(64) || w > 1 << 30 {
+        return Err(format!(
+            "expected a working-set size in bytes, a positive multiple of 64 up to 1 GiB (1073741824), found {w}"
+        ));
     }
     Ok(())
 }
@@ -412,6 +434,7 @@ mod schema_tests {
             let value = match key.as_str() {
                 "name" => "\"x\"",
                 "arrival" => "\"sporadic\"",
+                "wss_bytes" => "16384",
                 "deadline" | "period" => "\"10ms\"",
                 _ => "\"1ms\"",
             };
@@ -437,7 +460,7 @@ mod schema_tests {
         // Sorted: serde_json's map order depends on its `preserve_order` feature.
         let mut top: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
         top.sort();
-        assert_eq!(top, ["generator", "name", "tasks", "version"]);
+        assert_eq!(top, ["generator", "name", "tasks", "version", "wss_bytes"]);
     }
 
     #[test]
@@ -447,6 +470,44 @@ mod schema_tests {
                 .join("../../examples")
                 .join(f);
             read_taskset(&path).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod wss_tests {
+    use super::*;
+
+    #[test]
+    fn working_set_sizes_default_from_the_set_and_are_checked() {
+        let set = parse_taskset(
+            r#"{"wss_bytes": 16384, "tasks": [{"wcet": "1ms", "period": "10ms"},
+                {"wcet": "1ms", "period": "10ms", "wss_bytes": 262144}]}"#,
+            "s.json",
+        )
+        .unwrap();
+        assert_eq!((set.task_wss(0), set.task_wss(1)), (Some(16384), Some(262144)));
+        let back = parse_taskset(&write_taskset(&set), "s.json").unwrap();
+        assert_eq!(back, set);
+        for (json, field) in [
+            (
+                r#"{"tasks": [{"wcet": "1ms", "period": "10ms", "wss_bytes": 100}]}"#,
+                "tasks[0].wss_bytes",
+            ),
+            (
+                r#"{"wss_bytes": 0, "tasks": [{"wcet": "1ms", "period": "10ms"}]}"#,
+                "wss_bytes",
+            ),
+        ] {
+            match parse_taskset(json, "s.json") {
+                Err(FormatError::Field {
+                    field: f, message, ..
+                }) => {
+                    assert_eq!(f, field);
+                    assert!(message.contains("multiple of 64"), "{message}");
+                }
+                other => panic!("{json}: {other:?}"),
+            }
         }
     }
 }

@@ -48,6 +48,10 @@ pub struct Task {
     /// Release time of the first job, O.
     pub offset: Duration,
     pub arrival: Arrival,
+    /// Working-set size of each job, bytes (rm-vs-edf-multicore-linux.txt §5.3: 16 KB or
+    /// 256 KB); `None`: the set's [`TaskSet::wss_bytes`], else no working set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wss_bytes: Option<u64>,
 }
 
 impl Task {
@@ -60,6 +64,7 @@ impl Task {
             period,
             offset: Duration::ZERO,
             arrival: Arrival::Periodic,
+            wss_bytes: None,
         }
     }
 
@@ -117,6 +122,9 @@ pub struct TaskSet {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<Provenance>,
+    /// Working-set size of the tasks that give none, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wss_bytes: Option<u64>,
     pub tasks: Vec<Task>,
 }
 
@@ -125,12 +133,18 @@ impl TaskSet {
         TaskSet {
             name: None,
             generator: None,
+            wss_bytes: None,
             tasks,
         }
     }
 
     pub fn len(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// Working-set size of task `i`'s jobs: its own, else the set's.
+    pub fn task_wss(&self, i: usize) -> Option<u64> {
+        self.tasks.get(i).and_then(|t| t.wss_bytes).or(self.wss_bytes)
     }
 
     pub fn is_empty(&self) -> bool {

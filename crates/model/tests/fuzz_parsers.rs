@@ -36,6 +36,7 @@ fn task_sets() -> impl Strategy<Value = TaskSet> {
                     .unwrap_or_default(),
                 command: Some("pacer gen -n 3".into()),
             }),
+            wss_bytes: None,
             tasks: tasks
                 .into_iter()
                 .enumerate()
@@ -54,6 +55,7 @@ fn task_sets() -> impl Strategy<Value = TaskSet> {
                         } else {
                             Arrival::Periodic
                         },
+                        wss_bytes: (i % 3 == 1).then_some(16384),
                     }
                 })
                 .collect(),

@@ -59,6 +59,7 @@ use std::path::PathBuf;
 pub use html::Report;
 pub use plot::{Plot, RenderedPlot, Series, Style, PALETTE};
 pub use stats::{cdf, histogram};
+pub use write::write_atomic;
 
 /// Why a report or a plot could not be produced or written.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +72,7 @@ pub enum ReportError {
     Draw { title: String, message: String },
     /// The path to write names something that is not a regular file; replacing it could clobber
     /// a device, follow a symlink somewhere unexpected, or fail half-way on a directory.
-    #[error("{path}: refusing to replace a {kind} with a report")]
+    #[error("{path}: refusing to replace a {kind} (only a regular file is replaced)")]
     NotAFile { path: PathBuf, kind: &'static str },
     /// The path to write has no file name (`/`, `..`, empty).
     #[error("{path}: not a file path")]

@@ -52,10 +52,7 @@ fn refused_kind(meta: &fs::Metadata) -> Option<&'static str> {
 ///
 /// `fill` receives the temporary file; if it fails, the temporary file is removed and `path` is
 /// untouched. Separate from [`crate::Report::write`] so tests can make the writing fail.
-pub(crate) fn write_atomic(
-    path: &Path,
-    fill: impl FnOnce(&mut File) -> io::Result<()>,
-) -> Result<(), ReportError> {
+pub fn write_atomic(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> Result<(), ReportError> {
     let name = path
         .file_name()
         .ok_or_else(|| ReportError::BadPath {

@@ -50,9 +50,12 @@ use pacer_adapt::{AppEvent, Controller, DlState};
 use pacer_model::reservation::to_ratio;
 use pacer_model::{Platform, PlatformError, CAPACITY_SCALE};
 use pacer_workload::ThreadRng;
+use pacer_workload::{CacheProfile, WorkingSet, WssAmount};
 use pacer_workload::{Cursor, Event, Phase, Policy, Step as Walk, ThreadSpec, Workload};
 use rand::Rng;
+use std::sync::Arc;
 
+use crate::cache::{CacheModel, CacheStats};
 use crate::class::cpudl::RootHeaps;
 use crate::class::deadline::RootDomain;
 use crate::class::fair::{FairModel, FairParams, FairRq};
@@ -193,6 +196,11 @@ pub struct SimConfig {
     /// `rcu_sync_exit()` is still pending: about a grace period). Default
     /// [`DEFAULT_TASKGROUP_MOVE_WINDOW_NS`].
     pub taskgroup_move_window_ns: u64,
+    /// The migration and cache-reload cost model (`crate::cache`), with the calibration profile
+    /// it charges from; `None` (the default) charges nothing, so schedules are exact. The cost of
+    /// a working-set phase's accesses comes from this profile too, else from the development
+    /// machine's ([`CacheProfile::measured`]).
+    pub cache_model: Option<Arc<CacheProfile>>,
 }
 
 /// Default [`SimConfig::mem_ns_per_byte`], measured on the development machine (2-vCPU KVM
@@ -270,6 +278,7 @@ impl SimConfig {
             taskgroup_move_ns: DEFAULT_TASKGROUP_MOVE_NS,
             taskgroup_move_fast_ns: DEFAULT_TASKGROUP_MOVE_FAST_NS,
             taskgroup_move_window_ns: DEFAULT_TASKGROUP_MOVE_WINDOW_NS,
+            cache_model: None,
         }
     }
 
@@ -632,6 +641,8 @@ pub struct Sim {
     /// Task groups (rt-app `taskgroup`), when the workload names some: the shares of their
     /// threads and the moves between them (`crate::class::group`).
     tg: Option<Box<GroupState>>,
+    /// The cache model, when configured ([`SimConfig::cache_model`]).
+    cache: Option<Box<CacheModel>>,
 }
 
 struct SyncState {
@@ -906,6 +917,10 @@ impl Sim {
         let tsync = (0..threads.len()).map(|_| ThreadSync::default()).collect();
         let pi = workload.settings.pi_enabled;
         let nforks = vec![0; workload.threads.len()];
+        let cache = cfg
+            .cache_model
+            .clone()
+            .map(|p| Box::new(CacheModel::new(p, m, &workload.threads)));
         let mut sim = Sim {
             workload,
             cfg,
@@ -947,6 +962,7 @@ impl Sim {
             }),
             lb,
             tg,
+            cache,
         };
         for i in 0..sim.threads.len() {
             let delay = sim.workload.threads[sim.threads[i].spec as usize]
@@ -1276,6 +1292,10 @@ fn check_spec(spec: &ThreadSpec, w: &Workload, m: usize, fair: &FairParams) -> R
                         specs: w.threads.len(),
                     });
                 }
+            }
+            if let Event::WorkingSet(ws) = e {
+                ws.validate()
+                    .map_err(|err| bad(format!("phase {phase}: pacer_wss: {err}")))?;
             }
             if let Event::MemRun { buffer, access, .. } = *e {
                 if let Some(problem) = w.mem_buffer_problem(buffer, access) {
@@ -1838,6 +1858,9 @@ impl Sim {
             }
             j.last_cpu = Some(cpu as u32);
         }
+        if let Some(c) = self.cache.as_mut() {
+            th.overhead += c.switch_in(t, th.spec as usize, cpu);
+        }
         let mem = self.threads[t as usize].mem;
         let c = &mut self.cpus[cpu];
         c.curr = Some(t);
@@ -2119,8 +2142,19 @@ impl Sim {
                 Walk::Event(ev) => ev,
             };
             match ev {
-                Event::Run { work } => {
-                    let mut w = work.sample_for(&mut th.rng, th.units).ns();
+                Event::Run { .. } | Event::WorkingSet(_) => {
+                    let mut w = match ev {
+                        Event::Run { work } => work.sample_for(&mut th.rng, th.units).ns(),
+                        Event::WorkingSet(ws) => {
+                            let profile = self
+                                .cfg
+                                .cache_model
+                                .as_deref()
+                                .unwrap_or_else(|| measured_profile());
+                            wss_work_ns(ws, profile, &mut th.rng, th.units)
+                        }
+                        _ => 0,
+                    };
                     if work_scale != 1.0 {
                         w = (w as f64 * work_scale).round() as u64;
                     }
@@ -2240,6 +2274,11 @@ impl Sim {
                 self.run_ops(t).then_some(Step::Wait)
             }
         }
+    }
+
+    /// What the cache model charged so far, when it is on ([`SimConfig::cache_model`]).
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cache.as_ref().map(|c| c.stats())
     }
 
     /// `mem`, `iorun` and `memrun`: `w` ns of work at capacity 1024, run like `run`'s.
@@ -3874,6 +3913,27 @@ impl Sim {
             self.update_curr(c);
             self.cpus[c].rq.dl.add_extra(share);
             self.reprogram(c);
+        }
+    }
+}
+
+/// The development machine's calibration profile, parsed once: the cost of working-set phases
+/// when no profile is configured.
+fn measured_profile() -> &'static CacheProfile {
+    static MEASURED: std::sync::LazyLock<CacheProfile> = std::sync::LazyLock::new(CacheProfile::measured);
+    &MEASURED
+}
+
+/// Work of one execution of a working-set phase, ns at capacity 1024: its drawn work (drawn as a
+/// `run`'s, so a task set's schedule is the same with or without working sets), or its accesses
+/// at the profile's warm cost per line. Reloads are charged at switch-in (`crate::cache`).
+fn wss_work_ns(ws: &WorkingSet, profile: &CacheProfile, rng: &mut ThreadRng, units: u64) -> u64 {
+    match &ws.amount {
+        WssAmount::Work { work } => work.sample_for(rng, units).ns(),
+        _ => {
+            let n = ws.fixed_accesses().unwrap_or(0);
+            // Saturates rather than wraps for absurd counts (f64 → u64 casts clamp).
+            (n as f64 * profile.warm_line_ns(ws.order, ws.size)).round() as u64
         }
     }
 }

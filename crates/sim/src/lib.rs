@@ -5,6 +5,7 @@
 //! affinity configurations of the same classes.
 
 pub mod audio;
+pub mod cache;
 pub(crate) mod class;
 pub mod dvfs;
 pub mod engine;
@@ -16,6 +17,7 @@ pub mod output;
 pub mod record;
 pub(crate) mod sync;
 
+pub use cache::CacheStats;
 pub use class::fair::{CfsTunables, FairModel, SLICE_RANGE_NS};
 pub use dvfs::{
     table4_energy, CpuEnergy, CpuUtil, EnergyReport, Governor, OppResidency, SchedutilConfig, UtilSignal,

@@ -5,6 +5,7 @@
 //! [`synth`]: a real polyphonic synthesizer whose callback cost grows with its voices).
 
 pub mod audio;
+pub mod calibration;
 pub mod cursor;
 pub mod jobs;
 pub mod model;
@@ -14,7 +15,9 @@ pub mod rtapp_out;
 pub mod synth;
 pub mod taskset;
 pub mod work;
+pub mod wss;
 
+pub use calibration::{CacheProfile, ReloadFrom, CALIBRATION_SCHEMA};
 pub use cursor::{Cursor, Step};
 pub use model::{
     ChaseOrder, Event, FtraceCategories, MemAccess, MemBuffer, MemBufferId, MemBufferKind, Need, Phase,
@@ -26,3 +29,4 @@ pub use taskset::{
     deadline_monotonic_priorities, from_taskset, rate_monotonic_priorities, ExecModel, TaskPolicy,
 };
 pub use work::{thread_rng, thread_seed, ThreadRng, WorkError};
+pub use wss::{WorkingSet, WssAmount, WssOrder};

@@ -8,6 +8,8 @@ use pacer_model::Duration;
 pub use pacer_model::Policy;
 use serde::Serialize;
 
+use crate::wss::{WorkingSet, WssAmount};
+
 /// A set of threads to run, plus global settings.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Workload {
@@ -586,6 +588,10 @@ pub enum Event {
     /// Starts a new thread running the forked thread spec `thread` (an index into
     /// [`Workload::threads`]; rt-app `fork`).
     Fork { thread: usize },
+    /// A pass (or passes) over the thread's working set: the test program of
+    /// rm-vs-edf-multicore-linux.txt §5.2 (pacer's rt-app extension `pacer_wss`; see
+    /// [`crate::wss`]).
+    WorkingSet(WorkingSet),
     /// Framework-assisted boosting (VT-CFS paper §IV): from now on the thread is marked
     /// interactive with budget C = `budget`, so its fair-class weight is raised at each wake-up
     /// by eq. 6 and restored when it blocks or its slice runs out; a zero budget unmarks it.
@@ -617,6 +623,10 @@ impl Event {
             // `mem` and `iorun` take time, but how much depends on the machine.
             Event::Mem { bytes } | Event::IoRun { bytes } => *bytes > 0,
             Event::MemRun { count, .. } => *count > 0,
+            Event::WorkingSet(ws) => match &ws.amount {
+                WssAmount::Work { work } => work.can_take_time(),
+                _ => ws.fixed_accesses().is_some_and(|n| n > 0),
+            },
             Event::Yield
             | Event::WorkUnits { .. }
             | Event::Boost { .. }
@@ -711,12 +721,28 @@ impl Event {
             Event::Mem { .. } => "mem",
             Event::IoRun { .. } => "iorun",
             Event::MemRun { .. } => "memrun",
+            Event::WorkingSet(_) => "pacer_wss",
             Event::Fork { .. } => "fork",
         }
     }
 }
 
 impl ThreadSpec {
+    /// The largest working set the thread's `pacer_wss` events name, bytes (0: none): the
+    /// footprint the simulator's cache model keeps per thread, and the buffer `pacer run`
+    /// allocates for it.
+    pub fn working_set_bytes(&self) -> u64 {
+        self.phases
+            .iter()
+            .flat_map(|p| p.events.iter())
+            .filter_map(|e| match e {
+                Event::WorkingSet(ws) => Some(ws.size),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The first event of this thread an executor that supports only `supported` cannot run,
     /// with its phase index: executors refuse such a workload rather than change its meaning.
     pub fn first_unsupported(&self, supported: impl Fn(&Event) -> bool) -> Option<(usize, &Event)> {

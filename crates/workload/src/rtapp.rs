@@ -41,6 +41,7 @@ use crate::model::{
     Resource, ResourceId, ResourceKind, RunSettings, ThreadSpec, TimerId, TimerMode, Work, Workload,
     CHASE_MIN_STRIDE,
 };
+use crate::wss::{WorkingSet, WssAmount, WssOrder};
 
 /// An rt-app file problem: the same shape as a task-set file problem (file, JSON path of the
 /// field, what was expected), so both formats report errors alike.
@@ -465,8 +466,17 @@ fn kind_of(p: &Policy) -> PolicyKind {
 }
 
 fn event_prefix(key: &str) -> Option<&'static str> {
-    EVENT_PREFIXES.iter().copied().find(|p| key.starts_with(p))
+    EVENT_PREFIXES
+        .iter()
+        .copied()
+        .find(|p| key.starts_with(p))
+        .or_else(|| key.starts_with(PACER_WSS).then_some(PACER_WSS))
 }
+
+// pacer's extension event, the working-set phase (crate::wss). No rt-app event name is a prefix
+// of it, so rt-app reads a file that has it (ignoring the key) and it can never take the meaning
+// of an rt-app event; matched by prefix like them (`pacer_wss2`).
+const PACER_WSS: &str = "pacer_wss";
 
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
@@ -1520,6 +1530,7 @@ impl Parser<'_> {
                 }
             }
             "memrun" => return self.memrun(v, path),
+            PACER_WSS => Event::WorkingSet(self.working_set(v, path)?),
             "wait" | "sync" => {
                 // An object {"ref": cond, "mutex": mutex}; rt-app names a missing one "unknown".
                 let entries = self.object(v, path, "an object {\"ref\": condition, \"mutex\": mutex}")?;
@@ -1704,6 +1715,95 @@ impl Parser<'_> {
             reference,
             path: path.to_string(),
         })))
+    }
+
+    // A `pacer_wss` object: `size` (bytes) required, `order` (sequential), `seed` (0), and at
+    // most one of `passes`, `lines` or `run` (µs of warm work, as rt-app's `run`); one pass
+    // without them.
+    fn working_set(&mut self, v: &Json, path: &str) -> R<WorkingSet> {
+        let entries = self.object(
+            v,
+            path,
+            "an object {\"size\": bytes, \"order\": \"sequential\"|\"random\", \"passes\"|\"lines\"|\"run\": n}",
+        )?;
+        let spath = join(path, "size");
+        let mut size = None;
+        let mut order = WssOrder::Sequential;
+        let mut seed = 0u64;
+        let mut amount: Option<(String, WssAmount)> = None;
+        for (k, val) in entries {
+            let p = join(path, k);
+            let count = |me: &Self, what: &str| -> R<u64> {
+                let n = me.int(val, &p, what)?;
+                u64::try_from(n).map_err(|_| me.err(p.as_str(), format!("expected {what}, found {n}")))
+            };
+            let a = match k.as_str() {
+                "size" => {
+                    size = Some(count(self, "a working-set size in bytes, a multiple of 64")?);
+                    None
+                }
+                "order" => {
+                    order = match val {
+                        Json::Str(o) if o == "sequential" => WssOrder::Sequential,
+                        Json::Str(o) if o == "random" => WssOrder::Random,
+                        other => {
+                            return Err(self.err(
+                                p,
+                                format!(
+                                    "expected \"sequential\" or \"random\", found {}",
+                                    other.describe()
+                                ),
+                            ))
+                        }
+                    };
+                    None
+                }
+                "seed" => {
+                    seed = count(self, "a seed ≥ 0")?;
+                    None
+                }
+                "passes" => Some(WssAmount::Passes {
+                    passes: count(self, "a number of passes ≥ 0")?,
+                }),
+                "lines" => Some(WssAmount::Lines {
+                    lines: count(self, "a number of line accesses ≥ 0")?,
+                }),
+                "run" => Some(WssAmount::Work {
+                    work: Work::Fixed {
+                        ns: self.micros(val, &p)?,
+                    },
+                }),
+                _ => {
+                    return Err(self.err(
+                        p,
+                        "not a key of pacer_wss (size, order, seed, passes, lines, run)",
+                    ))
+                }
+            };
+            if let Some(a) = a {
+                if let Some((first, _)) = &amount {
+                    return Err(self.err(
+                        p,
+                        format!("expected one of passes, lines or run, found `{first}` too"),
+                    ));
+                }
+                amount = Some((k.clone(), a));
+            }
+        }
+        let Some(size) = size else {
+            return Err(self.err(
+                spath,
+                "missing: expected a working-set size in bytes, a multiple of 64",
+            ));
+        };
+        let ws = WorkingSet {
+            size,
+            order,
+            seed,
+            amount: amount.map_or(WssAmount::Passes { passes: 1 }, |(_, a)| a),
+        };
+        ws.validate().map_err(|e| self.err(spath, e.to_string()))?;
+        Ok(ws)
     }
 
     // The buffer of `m` run by the thread tagged `tag`: found by rt-app's rule, or created. Events

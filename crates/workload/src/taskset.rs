@@ -10,6 +10,7 @@
 use pacer_model::{Duration, Reservation, ReservationFlags, TaskSet};
 
 use crate::model::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
+use crate::wss::{WorkingSet, WssAmount, WssOrder};
 
 /// The scheduling policy given to every thread of a converted task set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +62,8 @@ impl ExecModel {
 }
 
 /// One thread per task, running `[Run{work}, Timer{own timer, period T, absolute}]` forever from
-/// its offset, with its relative deadline D as the job deadline. Thread names are the task
+/// its offset (a working-set phase of that work instead of the `Run` for a task with a working
+/// set), with its relative deadline D as the job deadline. Thread names are the task
 /// names (`t<i>` for an unnamed task). Reservations are not validated here; the executor checks
 /// them with [`Reservation::validate`] like any other.
 ///
@@ -111,9 +113,7 @@ pub fn from_taskset(set: &TaskSet, policy: &TaskPolicy, exec: ExecModel) -> Work
                 phases: vec![Phase::new(
                     1,
                     vec![
-                        Event::Run {
-                            work: exec.work(t.wcet),
-                        },
+                        job_event(set.task_wss(i), exec.work(t.wcet)),
                         Event::Timer {
                             timer: TimerId(i),
                             period: t.period,
@@ -133,6 +133,22 @@ pub fn from_taskset(set: &TaskSet, policy: &TaskPolicy, exec: ExecModel) -> Work
         duration: None,
         ignored: Vec::new(),
         ..Default::default()
+    }
+}
+
+/// A job's work: a `run`, or for a task with a working set (rm-vs-edf-multicore-linux.txt §5.2)
+/// a working-set phase of that much work, passing over its array sequentially (the order the
+/// paper reports), so the simulator's cache model and `pacer run` see its footprint. Both draw
+/// the job's work the same way, so a set's schedule does not change with the cache model off.
+fn job_event(wss: Option<u64>, work: Work) -> Event {
+    match wss {
+        None => Event::Run { work },
+        Some(size) => Event::WorkingSet(WorkingSet {
+            size,
+            order: WssOrder::Sequential,
+            seed: 0,
+            amount: WssAmount::Work { work },
+        }),
     }
 }
 

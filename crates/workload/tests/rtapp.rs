@@ -1570,3 +1570,71 @@ fn memrun_buffers_shared_by_ref_must_agree() {
     );
     assert_eq!(w.mem_buffers.len(), 1);
 }
+
+#[test]
+fn pacer_wss_extension_reads_size_order_seed_and_amount() {
+    use pacer_workload::{WorkingSet, WssAmount, WssOrder};
+    let w = parse_rtapp(
+        r#"{ "tasks": { "t": { "loop": 1,
+            "pacer_wss": { "size": 16384, "order": "random", "seed": 9, "lines": 100 },
+            "pacer_wss2": { "size": 262144 },
+            "pacer_wss3": { "size": 4096, "run": 50 } } } }"#,
+        "w.json",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let ev = &w.threads[0].phases[0].events;
+    assert_eq!(
+        ev[0],
+        Event::WorkingSet(WorkingSet {
+            size: 16384,
+            order: WssOrder::Random,
+            seed: 9,
+            amount: WssAmount::Lines { lines: 100 },
+        })
+    );
+    assert_eq!(
+        ev[1],
+        Event::WorkingSet(WorkingSet {
+            size: 262144,
+            order: WssOrder::Sequential,
+            seed: 0,
+            amount: WssAmount::Passes { passes: 1 },
+        })
+    );
+    assert!(matches!(
+        &ev[2],
+        Event::WorkingSet(WorkingSet { amount: WssAmount::Work { work: Work::Fixed { ns } }, .. }) if ns.0 == 50_000
+    ));
+    assert_eq!(w.threads[0].working_set_bytes(), 262144);
+    assert!(w.ignored.is_empty(), "{:?}", w.ignored);
+}
+
+#[test]
+fn pacer_wss_errors_name_the_field() {
+    for (body, field, expect) in [
+        (r#"{ "size": 100 }"#, "size", "multiple of 64"),
+        (r#"{ "order": "random" }"#, "size", "missing"),
+        (
+            r#"{ "size": 4096, "order": "diagonal" }"#,
+            "order",
+            "\"sequential\" or \"random\"",
+        ),
+        (
+            r#"{ "size": 4096, "passes": 2, "lines": 3 }"#,
+            "lines",
+            "one of passes, lines or run",
+        ),
+        (r#"{ "size": 4096, "passes": -1 }"#, "passes", "≥ 0"),
+        (
+            r#"{ "size": 4096, "stride": 8 }"#,
+            "stride",
+            "not a key of pacer_wss",
+        ),
+        (r#"{ "size": 2147483584 }"#, "size", "at most"),
+    ] {
+        let text = format!(r#"{{ "tasks": {{ "t": {{ "pacer_wss": {body} }} }} }}"#);
+        let e = parse_rtapp(&text, "w.json").expect_err(body).to_string();
+        assert!(e.contains(&format!("tasks.t.pacer_wss.{field}")), "{body}: {e}");
+        assert!(e.contains(expect), "{body}: {e}");
+    }
+}

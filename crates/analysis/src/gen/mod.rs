@@ -323,6 +323,7 @@ pub fn generate(spec: &GenSpec) -> Result<TaskSet, GenError> {
     Ok(TaskSet {
         name: None,
         generator: Some(spec.provenance()),
+        wss_bytes: None,
         tasks,
     })
 }

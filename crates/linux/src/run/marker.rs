@@ -59,7 +59,8 @@ pub fn rtapp_event_type(ev: &Event) -> u32 {
         Event::Fork { .. } => 22,
         Event::SemWait { .. } => 23,
         Event::SemPost { .. } => 24,
-        Event::WorkUnits { .. } | Event::Boost { .. } => 0,
+        // pacer's own events have no rt-app type.
+        Event::WorkUnits { .. } | Event::Boost { .. } | Event::WorkingSet(_) => 0,
     }
 }
 

@@ -43,22 +43,25 @@ pub(crate) const HOP_SLICE: u64 = 4096;
 /// Alignment of every buffer: a cache line.
 const ALIGN: usize = 64;
 
-/// One zone of memory from the global allocator, freed on drop.
-struct Zone {
-    ptr: NonNull<u8>,
+/// One zone of memory from the global allocator, cache-line aligned, freed on drop.
+pub(crate) struct Zone {
+    pub(crate) ptr: NonNull<u8>,
     layout: Layout,
 }
 
+// SAFETY: a zone is plain memory owned by whoever holds it; it is freed once, on drop.
+unsafe impl Send for Zone {}
+
 impl Zone {
     /// `bytes` (≥ 1) uninitialised bytes, or `None` when the allocator refuses.
-    fn new(bytes: usize) -> Option<Zone> {
+    pub(crate) fn new(bytes: usize) -> Option<Zone> {
         let layout = Layout::from_size_align(bytes, ALIGN).ok()?;
         // SAFETY: the layout has a non-zero size (bytes ≥ 1, checked by the callers).
         let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
         Some(Zone { ptr, layout })
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.layout.size()
     }
 }

@@ -39,12 +39,13 @@ mod fork;
 pub mod log;
 pub mod marker;
 pub mod membind;
-mod memrun;
+pub(crate) mod memrun;
 mod sync;
 pub(crate) mod sys;
 mod taskgroup;
 mod thread;
 mod uclamp;
+pub mod wss;
 
 pub use self::fork::FORKS_LIMIT;
 

@@ -362,6 +362,7 @@ pub(crate) fn check_resources(w: &Workload, e: &Event) -> Result<(), String> {
             Some(p) => Err(format!("the `memrun` event names {p}")),
             None => Ok(()),
         },
+        Event::WorkingSet(ws) => ws.validate().map_err(|e| format!("pacer_wss: {e}")),
         _ => Ok(()),
     }
 }

@@ -45,6 +45,7 @@ use super::sync::{Blocked, Extras, Local};
 use super::sys::{self, Slept};
 use super::taskgroup::Member;
 use super::uclamp::Clamps;
+use super::wss::{measured_profile, WssBuffer};
 use super::{affinity_error, policy_error, RunError};
 use crate::sched;
 
@@ -310,6 +311,8 @@ struct Interp<'a> {
     clamps: Clamps,
     /// rt-app loops between two stop checks, under a numeric `global.calibration`.
     rtapp_chunk: u64,
+    /// Its working set, when its program has `pacer_wss` phases.
+    wss: Option<WssBuffer>,
 }
 
 /// Body of the timed thread of spec `idx`, whose records carry id `id` (its rank among the
@@ -334,7 +337,9 @@ pub(crate) fn thread_main(
             &spec.name,
             shared.extras.buffer_for(spec),
         )?;
-        Ok((ok, local))
+        // After set_up: the buffer's pages are faulted in on the thread's CPUs and nodes.
+        let wss = WssBuffer::for_thread(spec)?;
+        Ok((ok, (local, wss)))
     });
     let ((affinity, policy, group), local) = match setup {
         Ok(ok) => {
@@ -395,7 +400,8 @@ pub(crate) fn forked_main(
             &name,
             shared.extras.buffer_for(spec),
         )?;
-        Ok((ok, local))
+        let wss = WssBuffer::for_thread(spec)?;
+        Ok((ok, (local, wss)))
     });
     let (sched, local) = match setup {
         Ok(ok) => {
@@ -445,7 +451,7 @@ fn run_thread<'a>(
     seed: u64,
     t0: u64,
     (affinity, policy, group): Setup<'a>,
-    local: Local<'a>,
+    (local, wss): (Local<'a>, Option<WssBuffer>),
     result: &mut ThreadResult,
 ) {
     // Allocated before the first release, so that logging allocates nothing during the run.
@@ -495,6 +501,7 @@ fn run_thread<'a>(
         membind: spec.membind.as_deref(),
         clamps: Clamps::of_thread(spec),
         rtapp_chunk,
+        wss,
     };
     result.end = it.run();
     if it.pass_open {
@@ -1057,6 +1064,31 @@ impl<'a> Interp<'a> {
                         .extras
                         .mem
                         .run(*buffer, *access, *count, &self.shared.stop);
+                    if let Some(end) = self.blocked(r) {
+                        return end;
+                    }
+                }
+                Event::WorkingSet(ws) => {
+                    let r = match &self.wss {
+                        Some(buf) => {
+                            let start = sys::now_ns();
+                            let r = buf.run(
+                                ws,
+                                &mut self.rng,
+                                self.units,
+                                measured_profile(),
+                                &self.shared.stop,
+                            );
+                            let took = sys::now_ns().saturating_sub(start);
+                            self.pass.run_ns += took;
+                            idle_steps = 0;
+                            r
+                        }
+                        None => Err(Blocked::Failed(RunError::Setup(format!(
+                            "internal error: thread `{}` has no working-set buffer",
+                            self.spec.name
+                        )))),
+                    };
                     if let Some(end) = self.blocked(r) {
                         return end;
                     }
