@@ -52,6 +52,16 @@ fn bad_specs_and_flags_are_clear_errors() {
     assert!(!ok && err.contains("--cluster-size 3"), "{err}");
     let (ok, _, err) = pacer(&[&SMALL[..], &["--shard", "3/2"]].concat(), tmp.path());
     assert!(!ok && err.contains("K/N"), "{err}");
+    let (ok, _, err) = pacer(&[&SMALL[..], &["--work", "1.5"]].concat(), tmp.path());
+    assert!(
+        !ok && err.contains("--work 1.5: expected a fraction of C in (0, 1]"),
+        "{err}"
+    );
+    let (ok, _, err) = pacer(
+        &[&SMALL[..], &["--cache-model", "nowhere.json"]].concat(),
+        tmp.path(),
+    );
+    assert!(!ok && err.contains("nowhere.json"), "{err}");
     let (ok, _, err) = pacer(&[&SMALL[..], &["--backend", "kernel"]].concat(), tmp.path());
     assert!(
         !ok && err.contains("--backend kernel: expected sim, linux or both"),

@@ -43,7 +43,7 @@ fn shards_merge_to_the_tables_of_one_run() {
     let spec = spec();
     let tmp = tempfile::tempdir().unwrap();
     let whole = Store::create(&tmp.path().join("whole"), &spec).unwrap();
-    let o = run(&spec, &whole, &[&SimRunner], None, &quiet).unwrap();
+    let o = run(&spec, &whole, &[&SimRunner::default()], None, &quiet).unwrap();
     assert_eq!(o.ran.len(), 24);
     assert!(o.failed.is_empty());
 
@@ -51,7 +51,14 @@ fn shards_merge_to_the_tables_of_one_run() {
     let mut ran = 0;
     for k in 1..=3 {
         let s = Store::create(&tmp.path().join(format!("shard{k}")), &spec).unwrap();
-        let o = run(&spec, &s, &[&SimRunner], Some(Shard { k, n: 3 }), &quiet).unwrap();
+        let o = run(
+            &spec,
+            &s,
+            &[&SimRunner::default()],
+            Some(Shard { k, n: 3 }),
+            &quiet,
+        )
+        .unwrap();
         ran += o.ran.len();
         // A shard alone is incomplete and says so.
         let (recs, missing) = collect(&spec, std::slice::from_ref(&s), &matrix(&spec));
@@ -74,7 +81,7 @@ fn resume_recomputes_only_the_deleted_runs() {
     let spec = spec();
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::create(tmp.path(), &spec).unwrap();
-    run(&spec, &store, &[&SimRunner], None, &quiet).unwrap();
+    run(&spec, &store, &[&SimRunner::default()], None, &quiet).unwrap();
     let before = tables(&spec, std::slice::from_ref(&store));
     let keys = matrix(&spec);
     let deleted = [keys[1], keys[7], keys[20]];
@@ -88,7 +95,7 @@ fn resume_recomputes_only_the_deleted_runs() {
         b"{\"schema\":",
     )
     .unwrap();
-    let o = run(&spec, &store, &[&SimRunner], None, &quiet).unwrap();
+    let o = run(&spec, &store, &[&SimRunner::default()], None, &quiet).unwrap();
     let mut expect = deleted.to_vec();
     expect.push(torn);
     expect.sort();
@@ -138,7 +145,14 @@ fn an_unavailable_backend_stops_the_experiment_before_anything_runs() {
     .unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::create(tmp.path(), &spec).unwrap();
-    let e = run(&spec, &store, &[&SimRunner, &Unavailable], None, &quiet).unwrap_err();
+    let e = run(
+        &spec,
+        &store,
+        &[&SimRunner::default(), &Unavailable],
+        None,
+        &quiet,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("needs root"), "{e}");
     assert_eq!(std::fs::read_dir(tmp.path().join("runs")).unwrap().count(), 0);
 }
@@ -166,7 +180,7 @@ fn the_report_is_well_formed_and_every_plot_has_data() {
     let spec = spec();
     let tmp = tempfile::tempdir().unwrap();
     let store = Store::create(tmp.path(), &spec).unwrap();
-    run(&spec, &store, &[&SimRunner], None, &quiet).unwrap();
+    run(&spec, &store, &[&SimRunner::default()], None, &quiet).unwrap();
     let (recs, _) = collect(&spec, std::slice::from_ref(&store), &matrix(&spec));
     let a = aggregate(&spec, &recs);
     let html = report::build(&a, "pacer experiment tiny.toml").unwrap().to_html();
@@ -220,8 +234,9 @@ fn metrics_of_a_tiny_set_match_the_hand_computed_schedule() {
             seed: 1,
             wss_bytes: None,
             reclaim: false,
+            work: 1.0,
         };
-        let out = SimRunner.run(&req).unwrap();
+        let out = SimRunner::default().run(&req).unwrap();
         let t = &out.tasks;
         assert_eq!((t[0].jobs, t[1].jobs), (2, 1));
         assert!((t[0].normalised_laxity.unwrap() - 0.8).abs() < 1e-12);

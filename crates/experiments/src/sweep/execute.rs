@@ -127,7 +127,7 @@ struct Prepared {
 
 /// Generates set `k` of point `p` (deterministic from the spec).
 pub fn generate_set(spec: &Spec, p: usize, k: usize) -> Result<TaskSet, ExperimentError> {
-    pacer_analysis::gen::generate(&spec.gen_spec(p, k)).map_err(|e| {
+    let mut set = pacer_analysis::gen::generate(&spec.gen_spec(p, k)).map_err(|e| {
         let pt = spec.points()[p];
         ExperimentError::Generate {
             r: pt.r,
@@ -135,7 +135,11 @@ pub fn generate_set(spec: &Spec, p: usize, k: usize) -> Result<TaskSet, Experime
             set: k,
             message: e.to_string(),
         }
-    })
+    })?;
+    // Every job passes over its working set (the paper's test program, §5.2): on the kernel a
+    // real buffer, in the simulator a cost only with a cache model.
+    set.wss_bytes = spec.wss_bytes;
+    Ok(set)
 }
 
 /// Where each task of `set` runs under `scope`: the bins' CPUs and each task's bin (one bin of
@@ -266,6 +270,7 @@ fn run_one(
         seed: run_seed,
         wss_bytes: spec.wss_bytes,
         reclaim: spec.reclaim,
+        work: spec.work,
     };
     let started = Instant::now();
     let output = runner.run(&req)?;

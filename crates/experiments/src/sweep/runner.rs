@@ -11,10 +11,11 @@ use pacer_linux::run::{Calibration, StopReason};
 use pacer_linux::taskset::{run_placement, CacheMissCount, TaskSetRunOptions};
 use pacer_model::TaskSet;
 use pacer_sim::{Sim, SimConfig};
+use pacer_workload::calibration::CacheProfile;
 use pacer_workload::jobs::TaskCounters;
 use pacer_workload::placement::{self, with_bins, Placement, SchedPolicy};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::execute::Bins;
 use super::metrics::{Collector, RunOutput};
@@ -35,6 +36,8 @@ pub struct RunRequest<'a> {
     pub wss_bytes: Option<u64>,
     /// GRUB reclaiming on the EDF reservations ([`super::Spec::reclaim`]).
     pub reclaim: bool,
+    /// Each job's work as a fraction of C ([`super::Spec::work`]).
+    pub work: f64,
 }
 
 /// Why a run produced no output.
@@ -66,10 +69,22 @@ pub trait Runner: Sync {
     fn run(&self, req: &RunRequest<'_>) -> Result<RunOutput, RunError>;
 }
 
-/// The discrete-event simulator, with no overheads: no context-switch, migration or cache cost
-/// (the cost model is being added separately; until then runs say so in their notes).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SimRunner;
+/// The discrete-event simulator. Without a cache profile it has no overheads (no
+/// context-switch, migration or cache-reload cost, and runs say so in their notes); with one
+/// (`pacer calibrate`'s measurements), a job resuming where its working set is not cached pays
+/// the measured reload (docs/simulator.md, "Cache model").
+#[derive(Debug, Clone, Default)]
+pub struct SimRunner {
+    pub cache: Option<Arc<CacheProfile>>,
+}
+
+impl SimRunner {
+    pub fn with_cache(cache: Option<CacheProfile>) -> SimRunner {
+        SimRunner {
+            cache: cache.map(Arc::new),
+        }
+    }
+}
 
 impl Runner for SimRunner {
     fn backend(&self) -> Backend {
@@ -82,7 +97,6 @@ impl Runner for SimRunner {
 
     fn run(&self, req: &RunRequest<'_>) -> Result<RunOutput, RunError> {
         let set = req.set;
-        // Jobs run their WCET: the paper calibrates its test program to stay just below it.
         let mut w = placement(req)?.workload;
         // A bin of every CPU is no restriction (a cluster as large as the machine).
         for t in &mut w.threads {
@@ -92,6 +106,7 @@ impl Runner for SimRunner {
         }
         let mut cfg = SimConfig::new(req.cpus);
         cfg.seed = req.seed;
+        cfg.cache_model = self.cache.clone();
         let mut sim = Sim::new(w, cfg).map_err(|e| RunError::Setup(e.to_string()))?;
         let mut col = Collector::new(set);
         sim.run_until(req.duration_ns, &mut col);
@@ -99,12 +114,14 @@ impl Runner for SimRunner {
             return Err(RunError::Failed(e.to_string()));
         }
         let counters: Vec<TaskCounters> = sim.stats().into_iter().map(Into::into).collect();
-        let mut notes = vec![
-            "simulator: no context-switch, migration or cache-reload cost is modelled".to_string(),
-            "simulator: cache misses are not modelled (unavailable)".to_string(),
-        ];
-        if req.wss_bytes.is_some() {
-            notes.push("simulator: the working-set size has no effect without a cache model".into());
+        let mut notes = vec!["simulator: cache misses are not modelled (unavailable)".to_string()];
+        if self.cache.is_none() {
+            notes.push("simulator: no context-switch, migration or cache-reload cost is modelled".into());
+            if req.wss_bytes.is_some() {
+                notes.push("simulator: the working-set size has no effect without a cache model".into());
+            }
+        } else if req.wss_bytes.is_none() {
+            notes.push("simulator: a cache model without working sets charges nothing".into());
         }
         Ok(col.finish(&counters, &[], req.duration_ns, req.cpus, notes))
     }
@@ -130,6 +147,12 @@ fn workload_config(req: &RunRequest<'_>) -> placement::Configuration {
         None,
     );
     c.reclaim = req.reclaim && req.config.sched == placement::Sched::Edf;
+    if req.work < 1.0 {
+        c.exec = pacer_workload::ExecModel::Normal {
+            mean_fraction: req.work,
+            sd_fraction: 0.0,
+        };
+    }
     c
 }
 
@@ -213,8 +236,10 @@ impl Runner for LinuxRunner {
                 notes.push(format!("linux: cache misses unavailable: {reason}"))
             }
         }
-        if req.wss_bytes.is_some() {
-            notes.push("linux: the working-set size is not run (no working-set phase yet)".into());
+        if let Some(w) = req.wss_bytes {
+            notes.push(format!(
+                "linux: every job passes over its own {w}-byte working set (pacer_wss), its accesses sized by the committed calibration profile"
+            ));
         }
         Ok(sink.0.finish(&counters, &[], req.duration_ns, req.cpus, notes))
     }

@@ -160,6 +160,15 @@ pub struct Spec {
     /// The paper's SCHED_DEADLINE patch had soft reservations; mainline's nearest is GRUB.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reclaim: bool,
+    /// Each job's work as a fraction of its C, in (0, 1]. The reservations keep C: the paper
+    /// sized its test program's jobs to stay below their WCET (§5.2), and on a real machine a
+    /// job of exactly C overruns a runtime of C by its own overheads.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub work: f64,
+    /// The simulator's cache-reload profile (`pacer calibrate`'s file), as given; without it the
+    /// simulator charges nothing for migrations and evictions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_model: Option<String>,
     pub generator: Generator,
 }
 
@@ -215,6 +224,8 @@ impl Spec {
             assign: "wfd".into(),
             ilp_time_limit_ns: Duration::from_secs(2).ns(),
             reclaim: false,
+            work: 1.0,
+            cache_model: None,
             generator: Generator::RmVsEdf {
                 x: vec![2, 3, 4],
                 r: vec![0.6, 0.7, 0.8],
@@ -327,6 +338,13 @@ impl Spec {
         }
         let ilp_time_limit = top.duration("ilp_time_limit")?.unwrap_or(Duration::from_secs(2));
         let reclaim = top.boolean("reclaim")?.unwrap_or(false);
+        let cache_model = top.string("cache_model")?;
+        let work = match top.table.remove("work") {
+            None => 1.0,
+            Some(toml::Value::Float(f)) if f > 0.0 && f <= 1.0 => f,
+            Some(toml::Value::Integer(1)) => 1.0,
+            Some(v) => return Err(top.wrong("work", "a fraction of C in (0, 1]", &v)),
+        };
         let Some(gen) = top.table("generator")? else {
             return Err(top.bad("generator", "a [generator] table", "nothing"));
         };
@@ -345,6 +363,8 @@ impl Spec {
             assign,
             ilp_time_limit_ns: ilp_time_limit.ns(),
             reclaim,
+            work,
+            cache_model,
             generator,
         };
         // Generating the first set of every point finds what the generator itself refuses
@@ -688,6 +708,14 @@ impl Fields {
             Some(k) => Err(self.bad(k, "no such key (a misspelling?)", "an unknown key")),
         }
     }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(f: &f64) -> bool {
+    *f == 1.0
 }
 
 #[cfg(test)]
