@@ -334,7 +334,13 @@ fn timeline(
             )
         }
         _ if window == info.simulated_ns => "the whole run".to_string(),
-        _ => format!("the first {}", Duration(TIMELINE_CAP_NS)),
+        Some((w, t)) => format!(
+            "at most {}; {TIMELINE_PERIODS} periods of the shortest-period task, {}, would be {}",
+            Duration(TIMELINE_CAP_NS),
+            name(t as usize),
+            Duration(w)
+        ),
+        None => format!("at most {}", Duration(TIMELINE_CAP_NS)),
     };
     r.paragraph(&format!(
         "Which task ran on which CPU over the first {} of the run ({why}): one row per CPU, one \
