@@ -257,7 +257,9 @@ fn html_report(
     use pacer_report::{cdf, Bars, Plot, Report, Series};
     let what = metric_text(report.metric);
     let mut r = Report::new(&format!("pacer compare: {name_a} vs {name_b}"));
-    r.subtitle(&format!("The {what} of two runs of the same workload, task by task"));
+    r.subtitle(&format!(
+        "The {what} of two runs of the same workload, task by task"
+    ));
     let floor = a.tolerance_floor.ns();
     r.meta("command", &crate::command_line())
         .meta("A", name_a)
@@ -266,7 +268,10 @@ fn html_report(
         .meta(
             "tolerance",
             &a.tolerance.map_or("none".to_string(), |t| {
-                format!("{t}% of A's median, differences up to {} ignored", Duration(floor))
+                format!(
+                    "{t}% of A's median, differences up to {} ignored",
+                    Duration(floor)
+                )
             }),
         );
 
@@ -317,7 +322,9 @@ fn html_report(
     r.bars(&ks)?;
 
     r.section("Distributions per task");
-    r.paragraph(&format!("The empirical CDF of the {what} of each task in A and in B."));
+    r.paragraph(&format!(
+        "The empirical CDF of the {what} of each task in A and in B."
+    ));
     let axis = match report.metric {
         Metric::Response => "finish − release",
         Metric::StartDelay => "start − release",
@@ -328,8 +335,14 @@ fn html_report(
             &Plot::new(&format!("{}: KS D = {:.3}", t.task, t.ks_distance))
                 .x_axis(axis, "µs")
                 .y_axis("fraction of jobs", "")
-                .series(Series::step(&format!("A ({} jobs)", s.a.len()), cdf(&to_us(&s.a))))
-                .series(Series::step(&format!("B ({} jobs)", s.b.len()), cdf(&to_us(&s.b)))),
+                .series(Series::step(
+                    &format!("A ({} jobs)", s.a.len()),
+                    cdf(&to_us(&s.a)),
+                ))
+                .series(Series::step(
+                    &format!("B ({} jobs)", s.b.len()),
+                    cdf(&to_us(&s.b)),
+                )),
         )?;
     }
     Ok(r.to_html())

@@ -171,7 +171,10 @@ pub(crate) fn build(
         )
         .meta(
             "jobs, events",
-            &format!("{} jobs, {} events in {:.3} s wall", info.jobs, info.events, info.wall_seconds),
+            &format!(
+                "{} jobs, {} events in {:.3} s wall",
+                info.jobs, info.events, info.wall_seconds
+            ),
         );
 
     r.section("Summary").paragraph(
@@ -207,7 +210,9 @@ pub(crate) fn build(
     }
 
     r.section("Deadline misses");
-    bars(&mut r, summary, "Deadline misses per task", "missed jobs", |t| t.misses)?;
+    bars(&mut r, summary, "Deadline misses per task", "missed jobs", |t| {
+        t.misses
+    })?;
 
     r.section("Migrations and context switches");
     let secs = info.simulated_ns as f64 / 1e9;
@@ -236,8 +241,16 @@ pub(crate) fn build(
         ],
         &rows,
     );
-    bars(&mut r, summary, "Migrations per task", "migrations", |t| t.migrations)?;
-    bars(&mut r, summary, "Context switches per task", "times switched in", |t| t.switches)?;
+    bars(&mut r, summary, "Migrations per task", "migrations", |t| {
+        t.migrations
+    })?;
+    bars(
+        &mut r,
+        summary,
+        "Context switches per task",
+        "times switched in",
+        |t| t.switches,
+    )?;
 
     r.section("CPU timeline");
     timeline(&mut r, &c, info, &name)?;
@@ -364,7 +377,11 @@ fn timeline(
     }
     busy.sort_by_key(|&(t, d)| (std::cmp::Reverse(d), t));
     let palette = pacer_report::PALETTE.len();
-    let named = if busy.len() <= palette { busy.len() } else { palette - 1 };
+    let named = if busy.len() <= palette {
+        busy.len()
+    } else {
+        palette - 1
+    };
     let mut keys: Vec<String> = busy[..named].iter().map(|&(t, _)| name(t as usize)).collect();
     if busy.len() > named {
         keys.push(format!("other ({} tasks)", busy.len() - named));

@@ -237,7 +237,11 @@ pub struct PairedSamples {
 /// [`compare_by`], also returning the samples behind each task of the report, in the order of
 /// [`CompareReport::tasks`]. A comparison reads every value anyway (the KS distance needs them),
 /// so keeping them costs no second pass over inputs that may be standard input.
-pub fn compare_keeping<A, B>(a: A, b: B, metric: Metric) -> Result<(CompareReport, Vec<PairedSamples>), ReadError>
+pub fn compare_keeping<A, B>(
+    a: A,
+    b: B,
+    metric: Metric,
+) -> Result<(CompareReport, Vec<PairedSamples>), ReadError>
 where
     A: IntoIterator<Item = Result<JobRow, ReadError>>,
     B: IntoIterator<Item = Result<JobRow, ReadError>>,
