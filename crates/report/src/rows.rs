@@ -168,7 +168,8 @@ impl Timeline {
                 }
             }
         };
-        let empty = drawable().next().is_none() && !(self.values && !self.rows.is_empty());
+        // A bar of 0 is data (no misses); a timeline row without slices is not.
+        let empty = (self.rows.is_empty() || !self.values) && drawable().next().is_none();
         if skipped > 0 {
             notes.push(format!(
                 "{skipped} interval{} skipped (NaN, infinite or empty).",
@@ -198,22 +199,22 @@ impl Timeline {
         let mut svg = String::new();
         let title = escape(&clean_text(&self.title));
         // write! to a String cannot fail.
-        let _ = write!(
+        let _ = writeln!(
             svg,
             "<svg role=\"img\" aria-label=\"{title}\" width=\"{}\" height=\"{h}\" viewBox=\"0 0 {} {h}\" \
              xmlns=\"http://www.w3.org/2000/svg\" font-family=\"sans-serif\" font-size=\"12\">\n\
              <rect x=\"0\" y=\"0\" width=\"{}\" height=\"{h}\" fill=\"#FFFFFF\"/>\n\
-             <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"16\">{title}</text>\n",
+             <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"16\">{title}</text>",
             self.width,
             self.width,
             self.width,
             w / 2.0
         );
         for &(k, y, x) in &legend {
-            let _ = write!(
+            let _ = writeln!(
                 svg,
                 "<rect x=\"{x}\" y=\"{}\" width=\"14\" height=\"10\" fill=\"{}\"/>\
-                 <text x=\"{}\" y=\"{}\">{}</text>\n",
+                 <text x=\"{}\" y=\"{}\">{}</text>",
                 TITLE + y + 2.0,
                 PALETTE[k % PALETTE.len()],
                 x + 20.0,
@@ -225,20 +226,20 @@ impl Timeline {
         let axis_y = top + rows_h;
         for t in ticks(x0, x1) {
             let x = sx(t);
-            let _ = write!(
+            let _ = writeln!(
                 svg,
                 "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#DDDDDD\"/>\
-                 <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                 <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                 axis_y + 5.0,
                 axis_y + 18.0,
                 fmt_tick(t)
             );
         }
-        let _ = write!(
+        let _ = writeln!(
             svg,
             "<line x1=\"{left}\" y1=\"{axis_y}\" x2=\"{}\" y2=\"{axis_y}\" stroke=\"#000000\"/>\n\
              <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{axis_y}\" stroke=\"#000000\"/>\n\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+             <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
             left + plot_w,
             left + plot_w / 2.0,
             axis_y + 38.0,
@@ -247,9 +248,9 @@ impl Timeline {
         let mut clipped = 0usize;
         for (i, (label, spans)) in self.rows.iter().enumerate() {
             let y = top + i as f64 * ROW;
-            let _ = write!(
+            let _ = writeln!(
                 svg,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
                 left - 6.0,
                 y + ROW / 2.0 + 4.0,
                 escape(&clean_text(&short(label)))
@@ -287,9 +288,9 @@ impl Timeline {
             svg.push('\n');
         }
         if empty {
-            let _ = write!(
+            let _ = writeln!(
                 svg,
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"20\" fill=\"#666666\">no data</text>\n",
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"20\" fill=\"#666666\">no data</text>",
                 left + plot_w / 2.0,
                 top + rows_h / 2.0 + 7.0
             );
