@@ -1347,10 +1347,6 @@ fn histogram_text(h: &[(u64, u64)]) -> String {
     s
 }
 
-fn command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
-}
-
 fn machine() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -1370,7 +1366,7 @@ fn audio_report(plan: &Plan, outcomes: &[ConfigOutcome], a: &Args, fixed_k: Opti
         plan.burst_frames, plan.sample_rate_hz
     ));
     r.subtitle("A real synthesizer callback on this machine's kernel (issue 17; adaptive-deadline-audio-android.txt §5.3–6)");
-    r.meta("command", &command_line())
+    r.meta("command", &crate::command_line())
         .meta("machine", &machine())
         .meta("seed", &plan.seed.to_string())
         .meta(
@@ -1504,7 +1500,7 @@ fn voicemark_report(f: &VoiceMarkFile) -> Result<String> {
     use pacer_report::{Plot, Report, Series};
     let mut r = Report::new("pacer audio voicemark");
     r.subtitle("The CPU time of one burst against the voices it renders");
-    r.meta("command", &command_line())
+    r.meta("command", &crate::command_line())
         .meta("machine", &machine())
         .meta(
             "voices per CPU",

@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use pacer_model::Duration;
-use pacer_workload::jobs::compare::{compare_by, CompareReport, Metric, Overheads, TaskComparison};
+use pacer_workload::jobs::compare::{
+    compare_keeping, CompareReport, Metric, Overheads, PairedSamples, TaskComparison,
+};
 use pacer_workload::jobs::csv::JobReader;
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
+use crate::output::{Outputs, Stdout};
 use crate::table::Table;
 
 /// Exit status when a median is beyond the tolerance (1 is any error, as for every command).
@@ -22,7 +25,8 @@ pub const BEYOND_TOLERANCE: u8 = 2;
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv\n  \
 pacer compare sim.csv run.csv\n  \
-pacer compare sim.csv run.csv --tolerance 10 --tolerance-floor 200us   # for CI\n\n\
+pacer compare sim.csv run.csv --tolerance 10 --tolerance-floor 200us   # for CI\n  \
+pacer compare sim.csv run.csv --report compare.html   # CDFs of A and B per task; open in a browser\n\n\
 Per task present in both files (matched by the `task` column): job counts, median, p90, p99 and\n\
 maximum response time (finish − release, exact order statistics; or with --metric start-delay\n\
 the wake-up-to-start delay, start − release), the difference of the medians\n\
@@ -56,6 +60,12 @@ pub struct Args {
     /// Machine-readable JSON on standard output.
     #[arg(long)]
     pub json: bool,
+    /// Write an HTML report here (self-contained, no scripts): per task, the CDFs of A and B
+    /// side by side, the comparison table, the KS distances and the --tolerance verdict. Written
+    /// when the comparison succeeds (exit status 0 or 2); an input, a device, a FIFO or a
+    /// directory is refused, and an existing file is replaced only once the report is complete.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -105,6 +115,22 @@ fn signed_us(ns: i64) -> String {
     }
 }
 
+/// Column headings of the comparison table (text and HTML).
+const COLUMNS: [&str; 12] = [
+    "task",
+    "jobs A/B",
+    "p50_us A",
+    "p50_us B",
+    "Δp50_us",
+    "Δp50",
+    "p90_us A/B",
+    "p99_us A/B",
+    "max_us A/B",
+    "miss% A/B",
+    "KS D",
+    "D(5%)",
+];
+
 fn row(t: &TaskComparison) -> Vec<String> {
     vec![
         t.task.clone(),
@@ -132,18 +158,27 @@ pub fn run(a: Args) -> Result<u8> {
             bail!("--tolerance {t}: expected a percentage ≥ 0");
         }
     }
+    let mut out = Outputs::new(Stdout::Busy);
+    out.input(&a.a);
+    out.input(&a.b);
+    let html = a.report.as_deref().map(|p| out.file("--report", p)).transpose()?;
     let (ra, name_a) = reader(&a.a)?;
     let (rb, name_b) = reader(&a.b)?;
     let metric = match a.metric {
         MetricArg::Response => Metric::Response,
         MetricArg::StartDelay => Metric::StartDelay,
     };
-    let report = compare_by(ra, rb, metric)?;
+    let (report, samples) = compare_keeping(ra, rb, metric)?;
     let floor = a.tolerance_floor.ns();
     let beyond: Vec<&TaskComparison> = a.tolerance.map_or_else(Vec::new, |t| report.beyond(t, floor));
     if report.tasks.is_empty() {
         bail!("{name_a} and {name_b} have no task in common (nothing to compare)");
     }
+    if let Some(slot) = html {
+        let page = html_report(&a, &name_a, &name_b, &report, &samples, &beyond).context("--report")?;
+        out.write(slot, page.as_bytes())?;
+    }
+    out.commit()?;
     if a.json {
         let out = JsonOut {
             a: name_a,
@@ -161,25 +196,9 @@ pub fn run(a: Args) -> Result<u8> {
             "A = {}\nB = {}\n{}\n",
             esc(&name_a.to_string()),
             esc(&name_b.to_string()),
-            match metric {
-                Metric::Response => "response times (finish − release)",
-                Metric::StartDelay => "start delays (start − release)",
-            }
+            metric_text(metric)
         );
-        let mut table = Table::new(&[
-            "task",
-            "jobs A/B",
-            "p50_us A",
-            "p50_us B",
-            "Δp50_us",
-            "Δp50",
-            "p90_us A/B",
-            "p99_us A/B",
-            "max_us A/B",
-            "miss% A/B",
-            "KS D",
-            "D(5%)",
-        ]);
+        let mut table = Table::new(&COLUMNS);
         for t in &report.tasks {
             table.push(row(t));
         }
@@ -216,4 +235,115 @@ pub fn run(a: Args) -> Result<u8> {
         }
     }
     Ok(if beyond.is_empty() { 0 } else { BEYOND_TOLERANCE })
+}
+
+fn metric_text(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Response => "response times (finish − release)",
+        Metric::StartDelay => "start delays (start − release)",
+    }
+}
+
+/// The `--report` page: what was compared, the table, the tolerance verdict, and per task the
+/// two distributions drawn from the compared values themselves.
+fn html_report(
+    a: &Args,
+    name_a: &str,
+    name_b: &str,
+    report: &CompareReport,
+    samples: &[PairedSamples],
+    beyond: &[&TaskComparison],
+) -> Result<String> {
+    use pacer_report::{cdf, Bars, Plot, Report, Series};
+    let what = metric_text(report.metric);
+    let mut r = Report::new(&format!("pacer compare: {name_a} vs {name_b}"));
+    r.subtitle(&format!(
+        "The {what} of two runs of the same workload, task by task"
+    ));
+    let floor = a.tolerance_floor.ns();
+    r.meta("command", &crate::command_line())
+        .meta("A", name_a)
+        .meta("B", name_b)
+        .meta("metric", what)
+        .meta(
+            "tolerance",
+            &a.tolerance.map_or("none".to_string(), |t| {
+                format!(
+                    "{t}% of A's median, differences up to {} ignored",
+                    Duration(floor)
+                )
+            }),
+        );
+
+    r.section("Comparison").paragraph(
+        "Times in µs. Δp50 is B's median − A's. KS D is the two-sample Kolmogorov–Smirnov \
+         distance between the distributions (0: identical, 1: disjoint); D(5%) its 5 % critical \
+         value: a larger D rejects \"same distribution\" at the 5 % level.",
+    );
+    let rows: Vec<Vec<String>> = report.tasks.iter().map(row).collect();
+    r.table(&COLUMNS, &rows);
+    for (names, file) in [(&report.only_in_a, "A"), (&report.only_in_b, "B")] {
+        if !names.is_empty() {
+            r.paragraph(&format!("Only in {file} (not compared): {}.", names.join(", ")));
+        }
+    }
+    let o = report.overheads();
+    r.paragraph(&format!(
+        "B relative to A: work ×{:.3} (median CPU time per job), wake-up latency {} µs \
+         (least-delayed task); to simulate them: pacer sim FILE --work-scale {:.3} --wakeup-latency {}us",
+        o.work_scale,
+        us(o.wakeup_latency_ns),
+        o.work_scale,
+        (o.wakeup_latency_ns + 500) / 1000
+    ));
+    if let Some(t) = a.tolerance {
+        r.section("Tolerance");
+        if beyond.is_empty() {
+            r.paragraph(&format!(
+                "Within tolerance: every median of B is within {t}% (or {}) of A's (exit status 0).",
+                Duration(floor)
+            ));
+        } else {
+            let names: Vec<&str> = beyond.iter().map(|t| t.task.as_str()).collect();
+            r.paragraph(&format!(
+                "Beyond tolerance (exit status {BEYOND_TOLERANCE}): the medians of {} differ from \
+                 A's by more than {t}% and more than {}.",
+                names.join(", "),
+                Duration(floor)
+            ));
+        }
+    }
+
+    r.section("KS distances");
+    let mut ks = Bars::new("Kolmogorov–Smirnov distance per task").x_axis("D", "");
+    for t in &report.tasks {
+        ks.add_bar(&t.task, t.ks_distance);
+    }
+    r.bars(&ks)?;
+
+    r.section("Distributions per task");
+    r.paragraph(&format!(
+        "The empirical CDF of the {what} of each task in A and in B."
+    ));
+    let axis = match report.metric {
+        Metric::Response => "finish − release",
+        Metric::StartDelay => "start − release",
+    };
+    for (t, s) in report.tasks.iter().zip(samples) {
+        let to_us = |v: &[u64]| -> Vec<f64> { v.iter().map(|&ns| ns as f64 / 1e3).collect() };
+        r.plot(
+            &Plot::new(&format!("{}: KS D = {:.3}", t.task, t.ks_distance))
+                .x_axis(axis, "µs")
+                .y_axis("fraction of jobs", "")
+                .series(Series::step(
+                    &format!("A ({} jobs)", s.a.len()),
+                    cdf(&to_us(&s.a)),
+                ))
+                .series(Series::step(
+                    &format!("B ({} jobs)", s.b.len()),
+                    cdf(&to_us(&s.b)),
+                )),
+        )?;
+    }
+    Ok(r.to_html())
 }

@@ -70,8 +70,14 @@ pub fn run(a: Args) -> Result<()> {
             duration,
             a.seed,
         );
-        let (summary, info) = simulate(&args, Input::TaskSet(set.clone()), false, Default::default())
-            .with_context(|| format!("simulating the demo set under {p}"))?;
+        let (summary, info, _) = simulate(
+            &args,
+            Input::TaskSet(set.clone()),
+            false,
+            Default::default(),
+            None,
+        )
+        .with_context(|| format!("simulating the demo set under {p}"))?;
         rows.push((p.to_string(), summary, info));
     }
     if a.json {

@@ -22,6 +22,7 @@ mod period;
 mod run;
 mod sim;
 mod sim_kernel;
+mod sim_report;
 mod table;
 mod taskset_args;
 mod vtcfs;
@@ -92,6 +93,12 @@ enum Command {
     /// Internal: the companion that restores threads if pacer is killed (reads stdin).
     #[command(hide = true)]
     Guardian(exec::GuardianArgs),
+}
+
+/// The command line as given, for the header of HTML reports (what to run to get the same
+/// report again).
+pub(crate) fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 /// Reads all of standard input (for the `-` file argument every file-taking command accepts).

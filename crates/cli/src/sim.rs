@@ -29,7 +29,8 @@ pacer sim examples/textbook.json --policy g-edf --duration 1s\n  \
 pacer gen --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
 pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n  \
-pacer sim set.json --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json   # reload costs\n\n\
+pacer sim set.json --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json   # reload costs\n  \
+pacer sim set.json --cpus 4 --policy g-edf --report sim.html   # plots and tables; open in a browser\n\n\
 Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
 policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.\n\n\
 `pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`);\n\
@@ -124,6 +125,12 @@ pub struct Args {
     /// replaced only if the simulation succeeds, as --jobs.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Write an HTML report here (self-contained, no scripts): the run's settings, the summary
+    /// table, response-time CDFs per task, the normalised-laxity distribution, deadline misses,
+    /// migrations and context switches per task, and a CPU timeline of the start of the run.
+    /// Written only if the simulation succeeds; the output-file rules of --jobs apply.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Machine-readable JSON summary on standard output.
     #[arg(long)]
     pub json: bool,
@@ -316,6 +323,7 @@ impl Args {
             taskgroup_move_window: None,
             jobs: None,
             trace: None,
+            report: None,
             json: false,
             kernel: Default::default(),
         }
@@ -341,12 +349,19 @@ pub fn run(mut a: Args) -> Result<()> {
     out.input(file);
     let jobs = a.jobs.as_deref().map(|p| out.file("--jobs", p)).transpose()?;
     let trace = a.trace.as_deref().map(|p| out.file("--trace", p)).transpose()?;
+    let html = a.report.as_deref().map(|p| out.file("--report", p)).transpose()?;
     let input = read_input(file, a.lenient)?;
     let files = Files {
         jobs: jobs.map(|s| out.open(s)).transpose()?,
         trace: trace.map(|s| out.open(s)).transpose()?,
     };
-    let (report, info) = simulate(&a, input, !a.json, files)?;
+    let mut collector = html.map(|_| crate::sim_report::Collector::new());
+    let (report, info, names) = simulate(&a, input, !a.json, files, collector.as_mut())?;
+    if let (Some(slot), Some(c)) = (html, collector) {
+        let page = crate::sim_report::build(c, &report, &info, &names, &crate::command_line())
+            .context("--report")?;
+        out.write(slot, page.as_bytes())?;
+    }
     out.commit()?;
     if a.json {
         println!(
@@ -441,13 +456,16 @@ impl Observer for PacedCsv {
     }
 }
 
-/// Runs one simulation; `interactive` enables warnings and the progress bar on standard error.
+/// Runs one simulation; `interactive` enables warnings and the progress bar on standard error,
+/// `collect` keeps what `--report` draws. Returns the summary, the run's settings and the
+/// threads' names.
 pub(crate) fn simulate(
     a: &Args,
     input: Input,
     interactive: bool,
     files: Files,
-) -> Result<(SummaryReport, RunInfo)> {
+    mut collect: Option<&mut crate::sim_report::Collector>,
+) -> Result<(SummaryReport, RunInfo, Vec<String>)> {
     let m = a.cpus as usize;
     let (workload, policy_label) = match input {
         Input::TaskSet(set) => (build_workload(&set, a)?, Some(a.taskset.policy().to_string())),
@@ -564,6 +582,9 @@ pub(crate) fn simulate(
         if let Some(t) = trace.as_mut() {
             observers.push(t);
         }
+        if let Some(c) = collect.as_deref_mut() {
+            observers.push(c);
+        }
         sim.run_until(until, &mut Fanout(observers));
         if let Some(c) = csv.as_mut() {
             c.tick();
@@ -622,5 +643,5 @@ pub(crate) fn simulate(
         }),
         kernel,
     };
-    Ok((report, info))
+    Ok((report, info, names))
 }

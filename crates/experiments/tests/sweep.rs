@@ -157,24 +157,6 @@ fn an_unavailable_backend_stops_the_experiment_before_anything_runs() {
     assert_eq!(std::fs::read_dir(tmp.path().join("runs")).unwrap().count(), 0);
 }
 
-/// The report's HTML made parseable as XML (void `<meta>` tags closed, doctype dropped), so a
-/// real XML parser checks it is well-formed rather than a hand-written one.
-fn xhtml(html: &str) -> String {
-    let mut s = html.replacen("<!DOCTYPE html>", "", 1);
-    let mut out = String::new();
-    while let Some(i) = s.find("<meta ") {
-        let end = i + s[i..].find('>').unwrap();
-        out.push_str(&s[..end]);
-        if !s[..end].ends_with('/') {
-            out.push('/');
-        }
-        out.push('>');
-        s = s[end + 1..].to_string();
-    }
-    out.push_str(&s);
-    out.replace("&nbsp;", "&#160;")
-}
-
 #[test]
 fn the_report_is_well_formed_and_every_plot_has_data() {
     let spec = spec();
@@ -184,7 +166,7 @@ fn the_report_is_well_formed_and_every_plot_has_data() {
     let (recs, _) = collect(&spec, std::slice::from_ref(&store), &matrix(&spec));
     let a = aggregate(&spec, &recs);
     let html = report::build(&a, "pacer experiment tiny.toml").unwrap().to_html();
-    let x = xhtml(&html);
+    let x = pacer_testkit::html::xhtml(&html);
     let doc = roxmltree::Document::parse(&x).unwrap_or_else(|e| panic!("report is not well-formed: {e}"));
     let svgs: Vec<_> = doc
         .descendants()

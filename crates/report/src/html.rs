@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::{Plot, ReportError};
+use crate::{Bars, Plot, RenderedPlot, ReportError, Timeline};
 
 /// One self-contained HTML report. See the [crate documentation](crate) for an example.
 #[derive(Debug, Clone, Default)]
@@ -144,12 +144,25 @@ impl Report {
     /// Renders `plot` now and adds it as an inline SVG figure, with its notes (skipped points,
     /// downsampling) as the caption. On error the report is unchanged.
     pub fn plot(&mut self, plot: &Plot) -> Result<&mut Self, ReportError> {
-        let rendered = plot.render()?;
+        Ok(self.figure(plot.render()?))
+    }
+
+    /// Renders `timeline` now and adds it as an inline SVG figure, like [`Report::plot`].
+    pub fn timeline(&mut self, timeline: &Timeline) -> Result<&mut Self, ReportError> {
+        Ok(self.figure(timeline.render()?))
+    }
+
+    /// Renders `bars` now and adds it as an inline SVG figure, like [`Report::plot`].
+    pub fn bars(&mut self, bars: &Bars) -> Result<&mut Self, ReportError> {
+        Ok(self.figure(bars.render()?))
+    }
+
+    fn figure(&mut self, rendered: RenderedPlot) -> &mut Self {
         self.blocks.push(Block::Figure {
             svg: rendered.svg,
             notes: rendered.notes,
         });
-        Ok(self)
+        self
     }
 
     /// The whole document.

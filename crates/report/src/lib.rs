@@ -51,6 +51,7 @@
 
 mod html;
 mod plot;
+mod rows;
 mod stats;
 mod write;
 
@@ -58,6 +59,7 @@ use std::path::PathBuf;
 
 pub use html::Report;
 pub use plot::{Plot, RenderedPlot, Series, Style, PALETTE};
+pub use rows::{Bars, Span, Timeline};
 pub use stats::{cdf, histogram};
 pub use write::write_atomic;
 

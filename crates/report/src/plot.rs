@@ -170,7 +170,7 @@ pub struct RenderedPlot {
     pub drawn_points: usize,
 }
 
-fn axis_text(label: &str, unit: &str) -> String {
+pub(crate) fn axis_text(label: &str, unit: &str) -> String {
     if unit.is_empty() {
         label.to_string()
     } else {
@@ -180,7 +180,7 @@ fn axis_text(label: &str, unit: &str) -> String {
 
 /// Control characters are not allowed in XML text; a tab or newline becomes a space, anything
 /// else the replacement character so the reader sees something was there.
-fn clean_text(s: &str) -> String {
+pub(crate) fn clean_text(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '\t' | '\n' | '\r' => ' ',

@@ -52,6 +52,7 @@ use std::path::{Path, PathBuf};
 pub mod build;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
+pub mod html;
 
 /// Something a test needs from the machine. [`require`] checks it for real.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

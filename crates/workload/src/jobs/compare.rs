@@ -223,6 +223,30 @@ where
     A: IntoIterator<Item = Result<JobRow, ReadError>>,
     B: IntoIterator<Item = Result<JobRow, ReadError>>,
 {
+    compare_keeping(a, b, metric).map(|(report, _)| report)
+}
+
+/// The compared metric of one task in both runs, sorted ascending, ns: what the statistics of
+/// its [`TaskComparison`] were computed from (for plotting the two distributions).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PairedSamples {
+    pub a: Vec<u64>,
+    pub b: Vec<u64>,
+}
+
+/// [`compare_by`], also returning the samples behind each task of the report, in the order of
+/// [`CompareReport::tasks`]. A comparison reads every value anyway (the KS distance needs them),
+/// so keeping them costs no second pass over inputs that may be standard input.
+pub fn compare_keeping<A, B>(
+    a: A,
+    b: B,
+    metric: Metric,
+) -> Result<(CompareReport, Vec<PairedSamples>), ReadError>
+where
+    A: IntoIterator<Item = Result<JobRow, ReadError>>,
+    B: IntoIterator<Item = Result<JobRow, ReadError>>,
+{
+    let mut samples = Vec::new();
     let a = Samples::collect(a)?;
     let b = Samples::collect(b)?;
     let mut tasks = Vec::new();
@@ -249,6 +273,10 @@ where
             a: sa,
             b: sb,
         });
+        samples.push(PairedSamples {
+            a: ra.clone(),
+            b: rb.clone(),
+        });
     }
     let only_in_b = b
         .order
@@ -256,12 +284,15 @@ where
         .filter(|n| !a.index.contains_key(*n))
         .cloned()
         .collect();
-    Ok(CompareReport {
-        metric,
-        tasks,
-        only_in_a,
-        only_in_b,
-    })
+    Ok((
+        CompareReport {
+            metric,
+            tasks,
+            only_in_a,
+            only_in_b,
+        },
+        samples,
+    ))
 }
 
 /// Statistics of one task from its sorted response times, start latencies and CPU times.

@@ -376,66 +376,74 @@ pub fn render_text(report: &SummaryReport) -> String {
     render_text_labelled(report, "simulated time (s)")
 }
 
-/// [`render_text`] with `time_label` naming the length of the run (e.g. "run time (s)" for a
-/// measured run).
-pub fn render_text_labelled(report: &SummaryReport, time_label: &str) -> String {
-    let header = [
-        "task",
-        "jobs",
-        "misses",
-        "miss%",
-        "p50_us",
-        "p90_us",
-        "p99_us",
-        "p99.9_us",
-        "max_us",
-        "laxity",
-        "laxity_min",
-        "util",
-        "tardy_us",
-        "migr",
-        "switches",
-        "invol",
-    ];
-    let mut rows = vec![header.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
-    for t in &report.per_task {
-        let p = |f: fn(&Percentiles) -> u64| t.response_ns.as_ref().map_or("-".into(), |r| us(f(r)));
-        rows.push(vec![
-            // Names come from input files: no escape sequence reaches the terminal.
-            pacer_model::text::escape_control(&t.name),
-            t.jobs.to_string(),
-            t.misses.to_string(),
-            opt(t.miss_ratio.map(|r| r * 100.0), 2),
-            p(|r| r.p50),
-            p(|r| r.p90),
-            p(|r| r.p99),
-            p(|r| r.p999),
-            p(|r| r.max),
-            opt(t.normalised_laxity_mean, 4),
-            opt(t.normalised_laxity_min, 4),
-            opt(t.utilisation, 4),
-            us(t.max_tardiness_ns),
-            t.migrations.to_string(),
-            t.switches.to_string(),
-            t.involuntary_switches.to_string(),
-        ]);
-    }
-    let mut out = table(&rows);
-    out.push('\n');
+/// Column headings of the per-task table of [`render_text`] (times in µs).
+pub const TASK_COLUMNS: [&str; 16] = [
+    "task",
+    "jobs",
+    "misses",
+    "miss%",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p99.9_us",
+    "max_us",
+    "laxity",
+    "laxity_min",
+    "util",
+    "tardy_us",
+    "migr",
+    "switches",
+    "invol",
+];
+
+/// The per-task rows of [`render_text`], one per task, in [`TASK_COLUMNS`] order; shared with the
+/// HTML reports so both show the same figures formatted the same way.
+pub fn task_rows(report: &SummaryReport) -> Vec<Vec<String>> {
+    report
+        .per_task
+        .iter()
+        .map(|t| {
+            let p = |f: fn(&Percentiles) -> u64| t.response_ns.as_ref().map_or("-".into(), |r| us(f(r)));
+            vec![
+                // Names come from input files: no escape sequence reaches the terminal.
+                pacer_model::text::escape_control(&t.name),
+                t.jobs.to_string(),
+                t.misses.to_string(),
+                opt(t.miss_ratio.map(|r| r * 100.0), 2),
+                p(|r| r.p50),
+                p(|r| r.p90),
+                p(|r| r.p99),
+                p(|r| r.p999),
+                p(|r| r.max),
+                opt(t.normalised_laxity_mean, 4),
+                opt(t.normalised_laxity_min, 4),
+                opt(t.utilisation, 4),
+                us(t.max_tardiness_ns),
+                t.migrations.to_string(),
+                t.switches.to_string(),
+                t.involuntary_switches.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// The set-level lines of [`render_text`]: (label, value), `time_label` naming the length of
+/// the run.
+pub fn set_rows(report: &SummaryReport, time_label: &str) -> Vec<[String; 2]> {
     let r = report;
-    let set = vec![
-        vec![
+    vec![
+        [
             time_label.to_string(),
             format!("{:.6}", r.horizon_ns as f64 / 1e9),
         ],
-        vec!["cpus / tasks".into(), format!("{} / {}", r.cpus, r.tasks)],
-        vec!["jobs / misses".into(), format!("{} / {}", r.jobs, r.misses)],
-        vec!["miss ratio".into(), opt(r.miss_ratio, 6)],
-        vec![
+        ["cpus / tasks".into(), format!("{} / {}", r.cpus, r.tasks)],
+        ["jobs / misses".into(), format!("{} / {}", r.jobs, r.misses)],
+        ["miss ratio".into(), opt(r.miss_ratio, 6)],
+        [
             "migration rate (/task, /task/s)".into(),
             format!("{} {}", opt(r.migration_rate, 3), opt(r.migration_rate_per_s, 3)),
         ],
-        vec![
+        [
             "context-switch rate (/task, /task/s)".into(),
             format!(
                 "{} {}",
@@ -443,7 +451,7 @@ pub fn render_text_labelled(report: &SummaryReport, time_label: &str) -> String 
                 opt(r.context_switch_rate_per_s, 3)
             ),
         ],
-        vec![
+        [
             "involuntary-switch rate (/task, /task/s)".into(),
             format!(
                 "{} {}",
@@ -451,13 +459,22 @@ pub fn render_text_labelled(report: &SummaryReport, time_label: &str) -> String 
                 opt(r.involuntary_switch_rate_per_s, 3)
             ),
         ],
-        vec!["normalised laxity".into(), opt(r.normalised_laxity, 4)],
-        vec![
+        ["normalised laxity".into(), opt(r.normalised_laxity, 4)],
+        [
             "measured utilisation (set, /cpu)".into(),
             format!("{:.4} {}", r.utilisation, opt(r.utilisation_per_cpu, 4)),
         ],
-    ];
-    let set: Vec<Vec<String>> = set
+    ]
+}
+
+/// [`render_text`] with `time_label` naming the length of the run (e.g. "run time (s)" for a
+/// measured run).
+pub fn render_text_labelled(report: &SummaryReport, time_label: &str) -> String {
+    let mut rows = vec![TASK_COLUMNS.iter().map(|s| s.to_string()).collect::<Vec<_>>()];
+    rows.extend(task_rows(report));
+    let mut out = table(&rows);
+    out.push('\n');
+    let set: Vec<[String; 2]> = set_rows(report, time_label)
         .into_iter()
         .map(|mut row| {
             row[0].push(':');
