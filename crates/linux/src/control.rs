@@ -583,25 +583,11 @@ impl Session {
             return;
         }
         for tid in exiting {
-            match self.ctl.remove_thread(&mut self.kernel, tid) {
-                Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
-                // Still tracked by the guardian and the ledger, which retry at the end.
-                Err(e) => {
-                    self.notices.push(format!(
-                        "thread {tid} is exiting and could not be given its policy back: {e}"
-                    ));
-                    continue;
-                }
-            }
-            self.counters.remove(tid);
-            if let Some(g) = self.guardian.as_mut() {
-                g.untrack(tid);
-            }
-            if let Some(l) = self.ledger.as_mut() {
-                l.entries.remove(&tid);
-            }
-            if let Some(s) = self.seen.get_mut(&tid) {
-                s.skipped = Some("exiting: given its original policy back".to_string());
+            // On failure it stays tracked by the guardian and the ledger, which retry at the end.
+            if let Err(e) = self.hand_back(tid, "exiting: given its original policy back".into()) {
+                self.notices.push(format!(
+                    "thread {tid} is exiting and could not be given its policy back: {e}"
+                ));
             }
         }
         self.write_ledger();
@@ -618,25 +604,14 @@ impl Session {
         for d in debts {
             let tid = d.tid;
             let wait = pacer_model::Duration(d.ahead_ns).approx();
-            match self.ctl.remove_thread(&mut self.kernel, tid) {
-                Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
-                Err(e) => {
-                    self.notices.push(format!(
-                        "thread {tid} waits {wait} for its next budget and could not be given its policy back: {e}"
-                    ));
-                    continue;
-                }
-            }
-            self.counters.remove(tid);
-            if let Some(g) = self.guardian.as_mut() {
-                g.untrack(tid);
-            }
-            if let Some(l) = self.ledger.as_mut() {
-                l.entries.remove(&tid);
+            if let Err(e) = self.hand_back(tid, d.reason()) {
+                self.notices.push(format!(
+                    "thread {tid} waits {wait} for its next budget and could not be given its policy back: {e}"
+                ));
+                continue;
             }
             let name = self.seen.get(&tid).map(|s| s.name.clone()).unwrap_or_default();
             if let Some(s) = self.seen.get_mut(&tid) {
-                s.skipped = Some(d.reason());
                 s.retake_at = Some(d.retake_at());
             }
             self.notices.push(format!(
@@ -645,6 +620,27 @@ impl Session {
             ));
             self.write_ledger();
         }
+    }
+
+    /// Gives a controlled thread its original policy and stops tracking it (controller,
+    /// counters, guardian, ledger), listing it as skipped for `why`. A thread already gone
+    /// counts as given back.
+    fn hand_back(&mut self, tid: Tid, why: String) -> Result<(), KernelError> {
+        match self.ctl.remove_thread(&mut self.kernel, tid) {
+            Ok(()) | Err(KernelError::NoSuchThread(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.counters.remove(tid);
+        if let Some(g) = self.guardian.as_mut() {
+            g.untrack(tid);
+        }
+        if let Some(l) = self.ledger.as_mut() {
+            l.entries.remove(&tid);
+        }
+        if let Some(s) = self.seen.get_mut(&tid) {
+            s.skipped = Some(why);
+        }
+        Ok(())
     }
 
     /// Stops controlling a thread that chose its own scheduling, without touching it.
