@@ -179,3 +179,35 @@ pub(super) fn futex_wake(word: &AtomicU32) {
         libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
     }
 }
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    /// The protocol is really PTHREAD_PRIO_INHERIT: glibc takes a PI mutex by storing the
+    /// owner's thread id in the futex word at the start of `pthread_mutex_t` (the kernel's
+    /// FUTEX_LOCK_PI protocol), where a plain mutex stores 1.
+    #[test]
+    fn the_mutex_word_holds_the_owner_tid_as_pi_futexes_do() {
+        let m = PiMutex::new(0u32).unwrap();
+        let guard = m.lock().unwrap();
+        // SAFETY: reads the first 4 bytes of a live, initialised pthread_mutex_t (at least 40
+        // bytes on glibc) that this thread holds; nobody writes it meanwhile.
+        let word = unsafe { std::ptr::read_volatile(m.raw.get() as *const u32) };
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        assert_eq!(word & 0x3fff_ffff, tid);
+        drop(guard);
+        // SAFETY: as above, now unlocked.
+        let word = unsafe { std::ptr::read_volatile(m.raw.get() as *const u32) };
+        assert_eq!(word, 0);
+    }
+
+    #[test]
+    fn deadlines_carry_nanoseconds_and_saturate() {
+        let d = deadline_after(Duration::new(1, 999_999_999)).unwrap();
+        assert!((0..1_000_000_000).contains(&d.tv_nsec));
+        let far = deadline_after(Duration::MAX).unwrap();
+        assert_eq!(far.tv_sec, libc::time_t::MAX);
+    }
+}
