@@ -95,9 +95,10 @@ pub enum Overflow {
     DropNewest,
     /// The oldest message of the lowest pending priority is evicted to make room, whatever the
     /// sender's priority, and returned to the sender as [`Sent::Evicted`]. For samples, where the
-    /// newest data matters (RTDroid's `priority&oldest` drop rule).
+    /// newest data matters.
     DropOldest,
-    /// RTDroid's steal: a sender whose priority is higher than the lowest pending one takes the
+    /// RTDroid's steal (§3.2.1; Fig. 9's `priority&oldest` drop rule, the manifest's
+    /// `priority-oldest`): a sender whose priority is higher than the lowest pending one takes the
     /// slot of the oldest message of that lowest priority ([`Sent::Evicted`]); a sender with no
     /// lower-priority message to steal from drops its own ([`SendError::Dropped`]). A message is
     /// only ever lost to a strictly more urgent one.
@@ -119,7 +120,12 @@ pub struct OsError {
 
 impl std::fmt::Display for OsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} failed: {}", self.call, std::io::Error::from_raw_os_error(self.errno))
+        write!(
+            f,
+            "{} failed: {}",
+            self.call,
+            std::io::Error::from_raw_os_error(self.errno)
+        )
     }
 }
 
@@ -130,7 +136,10 @@ impl OsError {
 
     /// From `errno`; `std::io::Error::last_os_error` reads it without allocating.
     fn last(call: &'static str) -> OsError {
-        OsError { call, errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0) }
+        OsError {
+            call,
+            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        }
     }
 }
 
@@ -150,7 +159,11 @@ pub enum ChannelError {
     )]
     TooManyPriorities { name: String, levels: usize },
     #[error("channel `{name}`: cannot allocate {capacity} message slots of {slot_bytes} bytes")]
-    OutOfMemory { name: String, capacity: usize, slot_bytes: usize },
+    OutOfMemory {
+        name: String,
+        capacity: usize,
+        slot_bytes: usize,
+    },
     #[error("channel `{name}`: {source}")]
     Os { name: String, source: OsError },
 }
@@ -168,7 +181,6 @@ pub struct Envelope<T> {
 
 /// A successful send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[must_use = "an eviction is the notice that another message was lost"]
 pub enum Sent<T> {
     /// Queued with this sequence number.
     Queued { seq: u64 },
@@ -232,7 +244,8 @@ pub struct Counters {
 impl Counters {
     /// Accepted and neither delivered nor evicted yet.
     pub fn pending(&self) -> u64 {
-        self.sent.saturating_sub(self.delivered + self.dropped + self.evicted)
+        self.sent
+            .saturating_sub(self.delivered + self.dropped + self.evicted)
     }
 }
 
@@ -269,19 +282,28 @@ pub fn channel<T: Copy + Send>(
         return Err(ChannelError::ZeroCapacity { name: named() });
     }
     if capacity > MAX_CAPACITY {
-        return Err(ChannelError::CapacityTooLarge { name: named(), capacity });
+        return Err(ChannelError::CapacityTooLarge {
+            name: named(),
+            capacity,
+        });
     }
     if sender_priorities.is_empty() {
         return Err(ChannelError::NoSenders { name: named() });
     }
     if u32::try_from(sender_priorities.len()).is_err() {
-        return Err(ChannelError::TooManySenders { name: named(), senders: sender_priorities.len() });
+        return Err(ChannelError::TooManySenders {
+            name: named(),
+            senders: sender_priorities.len(),
+        });
     }
     let mut levels = sender_priorities.to_vec();
     levels.sort_unstable();
     levels.dedup();
     if levels.len() > MAX_PRIORITY_LEVELS {
-        return Err(ChannelError::TooManyPriorities { name: named(), levels: levels.len() });
+        return Err(ChannelError::TooManyPriorities {
+            name: named(),
+            levels: levels.len(),
+        });
     }
     let senders: Box<[SenderSlot]> = sender_priorities
         .iter()
@@ -304,7 +326,12 @@ pub fn channel<T: Copy + Send>(
     // Every slot starts on the free list, in index order.
     for i in 0..capacity {
         let next = if i + 1 < capacity { (i + 1) as u32 } else { NIL };
-        slots.push(Slot { message: None, sender: 0, seq: 0, next });
+        slots.push(Slot {
+            message: None,
+            sender: 0,
+            seq: 0,
+            next,
+        });
     }
     let state = State {
         slots: slots.into_boxed_slice(),
@@ -321,7 +348,10 @@ pub fn channel<T: Copy + Send>(
         receiver_alive: true,
         receiver_waiting: false,
     };
-    let lock = PiMutex::new(state).map_err(|source| ChannelError::Os { name: named(), source })?;
+    let lock = PiMutex::new(state).map_err(|source| ChannelError::Os {
+        name: named(),
+        source,
+    })?;
     let shared = Arc::new(Shared {
         name: name.into(),
         capacity,
@@ -333,7 +363,12 @@ pub fn channel<T: Copy + Send>(
     let senders = sender_priorities
         .iter()
         .enumerate()
-        .map(|(i, p)| Sender { shared: shared.clone(), id: i as u32, priority: *p, evictions_seen: 0 })
+        .map(|(i, p)| Sender {
+            shared: shared.clone(),
+            id: i as u32,
+            priority: *p,
+            evictions_seen: 0,
+        })
         .collect();
     Ok((senders, Receiver { shared }))
 }
@@ -410,7 +445,12 @@ impl<T: Copy> State<T> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.free = slot.next;
-        *slot = Slot { message: Some(message), sender, seq, next: NIL };
+        *slot = Slot {
+            message: Some(message),
+            sender,
+            seq,
+            next: NIL,
+        };
         let l = usize::from(level);
         match self.tails[l] {
             NIL => self.heads[l] = idx,
@@ -452,7 +492,12 @@ impl<T: Copy> State<T> {
         }
         self.len -= 1;
         let priority = self.senders.get(sender as usize).map_or(0, |s| s.priority);
-        Some(Envelope { message, sender: SenderId(sender), priority, seq })
+        Some(Envelope {
+            message,
+            sender: SenderId(sender),
+            priority,
+            seq,
+        })
     }
 
     /// Applies `f` to the counters of sender `s` and to the channel's.
@@ -527,7 +572,10 @@ impl<T: Copy + Send> Sender<T> {
     /// This sender's counters now.
     pub fn stats(&self) -> Result<Counters, OsError> {
         let state = self.shared.state.lock()?;
-        Ok(state.senders.get(self.id as usize).map_or_else(Counters::default, |s| s.counters))
+        Ok(state
+            .senders
+            .get(self.id as usize)
+            .map_or_else(Counters::default, |s| s.counters))
     }
 
     /// How many of this sender's messages were evicted since the last call: RTDroid's notice to
@@ -642,7 +690,9 @@ impl<T: Copy + Send> Receiver<T> {
 
     /// A handle for reading the counters from another thread (a reporter).
     pub fn monitor(&self) -> Monitor<T> {
-        Monitor { shared: self.shared.clone() }
+        Monitor {
+            shared: self.shared.clone(),
+        }
     }
 }
 
@@ -664,7 +714,9 @@ pub struct Monitor<T> {
 
 impl<T> Clone for Monitor<T> {
     fn clone(&self) -> Self {
-        Monitor { shared: self.shared.clone() }
+        Monitor {
+            shared: self.shared.clone(),
+        }
     }
 }
 
@@ -691,13 +743,11 @@ impl<T> Monitor<T> {
         // Allocated before the lock, so that no malloc runs inside the critical section.
         let mut out = Vec::with_capacity(self.shared.senders);
         let state = self.shared.state.lock()?;
-        out.extend(
-            state
-                .senders
-                .iter()
-                .enumerate()
-                .map(|(i, s)| SenderStats { id: SenderId(i as u32), priority: s.priority, counters: s.counters }),
-        );
+        out.extend(state.senders.iter().enumerate().map(|(i, s)| SenderStats {
+            id: SenderId(i as u32),
+            priority: s.priority,
+            counters: s.counters,
+        }));
         Ok(out)
     }
 }

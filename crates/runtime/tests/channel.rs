@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pacer_runtime::channel::{
-    channel, ChannelError, Counters, Envelope, Overflow, Priority, RecvError, SendError, Sent, SenderId,
+    channel, ChannelError, Counters, Envelope, Overflow, Priority, RecvError, SendError, SenderId, Sent,
 };
 use proptest::prelude::*;
 
@@ -76,13 +76,26 @@ fn recv_all<T: Copy + Send>(rx: &mut pacer_runtime::channel::Receiver<T>) -> Vec
 }
 
 fn counters(sent: u64, delivered: u64, dropped: u64, evicted: u64) -> Counters {
-    Counters { sent, delivered, dropped, evicted }
+    Counters {
+        sent,
+        delivered,
+        dropped,
+        evicted,
+    }
 }
 
 #[test]
 fn delivers_highest_sender_priority_first_fifo_within_a_priority() {
     let (tx, mut rx) = channel::<char>("order", 8, Overflow::DropNewest, &[1, 5, 3, 5]).unwrap();
-    for (s, m) in [(0, 'a'), (2, 'b'), (1, 'c'), (0, 'd'), (3, 'e'), (1, 'f'), (2, 'g')] {
+    for (s, m) in [
+        (0, 'a'),
+        (2, 'b'),
+        (1, 'c'),
+        (0, 'd'),
+        (3, 'e'),
+        (1, 'f'),
+        (2, 'g'),
+    ] {
         assert!(matches!(tx[s].send(m), Ok(Sent::Queued { .. })));
     }
     let got = recv_all(&mut rx);
@@ -122,7 +135,10 @@ fn drop_newest_refuses_the_send_and_keeps_what_is_queued() {
     let m = rx.monitor();
     let stats = m.stats().unwrap();
     assert_eq!(stats.totals, counters(4, 2, 2, 0));
-    assert_eq!((stats.capacity, stats.pending, stats.overflow), (2, 0, Overflow::DropNewest));
+    assert_eq!(
+        (stats.capacity, stats.pending, stats.overflow),
+        (2, 0, Overflow::DropNewest)
+    );
     let per = m.sender_stats().unwrap();
     assert_eq!(per[0].counters, counters(3, 2, 1, 0));
     assert_eq!(per[1].counters, counters(1, 0, 1, 0));
@@ -139,7 +155,15 @@ fn drop_oldest_evicts_the_oldest_of_the_lowest_priority_and_returns_it() {
     match tx[1].send(91).unwrap() {
         Sent::Evicted { seq, victim } => {
             assert_eq!(seq, 3);
-            assert_eq!(victim, Envelope { message: 10, sender: SenderId(0), priority: 1, seq: 0 });
+            assert_eq!(
+                victim,
+                Envelope {
+                    message: 10,
+                    sender: SenderId(0),
+                    priority: 1,
+                    seq: 0
+                }
+            );
         }
         other => panic!("expected an eviction, got {other:?}"),
     }
@@ -239,8 +263,15 @@ fn drain_hands_over_at_most_k_in_priority_order() {
 fn recv_timeout_times_out_on_the_monotonic_clock() {
     let (_tx, mut rx) = channel::<u32>("timeout", 1, Overflow::DropNewest, &[1]).unwrap();
     let start = Instant::now();
-    assert_eq!(rx.recv_timeout(Duration::from_millis(30)), Err(RecvError::Timeout));
-    assert!(start.elapsed() >= Duration::from_millis(30), "returned after {:?}", start.elapsed());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_millis(30)),
+        Err(RecvError::Timeout)
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(30),
+        "returned after {:?}",
+        start.elapsed()
+    );
     assert_eq!(rx.recv_timeout(Duration::ZERO), Err(RecvError::Timeout));
 }
 
@@ -280,7 +311,10 @@ fn pending_messages_outlive_their_senders_then_disconnected() {
     assert_eq!(rx.try_recv().unwrap().message, 2);
     assert_eq!(rx.recv_timeout(Duration::from_secs(60)).unwrap().message, 1);
     assert_eq!(rx.try_recv(), Err(RecvError::Disconnected));
-    assert_eq!(rx.recv_timeout(Duration::from_secs(60)), Err(RecvError::Disconnected));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(60)),
+        Err(RecvError::Disconnected)
+    );
 }
 
 #[test]
@@ -306,14 +340,19 @@ fn creation_refuses_bad_shapes_with_named_errors() {
     let many: Vec<Priority> = (0..65).collect();
     assert_eq!(
         channel::<u8>("c2", 4, Overflow::DropNewest, &many).err().unwrap(),
-        ChannelError::TooManyPriorities { name: "c2".into(), levels: 65 }
+        ChannelError::TooManyPriorities {
+            name: "c2".into(),
+            levels: 65
+        }
     );
     // 64 distinct priorities are fine, and so is any number of senders sharing them.
     assert!(channel::<u8>("c3", 4, Overflow::DropNewest, &many[..64]).is_ok());
     let shared: Vec<Priority> = (0..1000).map(|i| i % 3).collect();
     assert!(channel::<u8>("c4", 4, Overflow::DropNewest, &shared).is_ok());
     assert!(matches!(
-        channel::<u8>("c5", usize::MAX, Overflow::DropNewest, &[1]).err().unwrap(),
+        channel::<u8>("c5", usize::MAX, Overflow::DropNewest, &[1])
+            .err()
+            .unwrap(),
         ChannelError::CapacityTooLarge { .. }
     ));
 }
@@ -352,14 +391,20 @@ fn no_allocation_on_send_or_receive_after_creation() {
                 let _ = monitor.stats();
             }
             while rx.try_recv().is_ok() {}
-            assert_eq!(rx.recv_timeout(Duration::from_micros(100)), Err(RecvError::Timeout));
+            assert_eq!(
+                rx.recv_timeout(Duration::from_micros(100)),
+                Err(RecvError::Timeout)
+            );
             delivered
         });
         assert_eq!(n, 0, "{overflow:?}: {n} allocations after creation");
         assert!(delivered > 0);
         let totals = monitor.stats().unwrap().totals;
         assert_eq!(totals.sent, 200 * 8);
-        assert!(totals.dropped + totals.evicted > 0, "{overflow:?}: overflow never exercised");
+        assert!(
+            totals.dropped + totals.evicted > 0,
+            "{overflow:?}: overflow never exercised"
+        );
     }
 }
 
@@ -417,9 +462,12 @@ fn stress(overflow: Overflow) {
         loop {
             round += 1;
             let r = if round % 2 == 0 {
-                rx.drain(3, |e| delivered.push(e)).map_err(RecvError::Os).map(|_| ())
+                rx.drain(3, |e| delivered.push(e))
+                    .map_err(RecvError::Os)
+                    .map(|_| ())
             } else {
-                rx.recv_timeout(Duration::from_secs(60)).map(|e| delivered.push(e))
+                rx.recv_timeout(Duration::from_secs(60))
+                    .map(|e| delivered.push(e))
             };
             match r {
                 Ok(()) => {}
@@ -473,18 +521,31 @@ fn stress(overflow: Overflow) {
         assert_eq!(e.sender.0, s);
         seen[s as usize][n as usize] += 1;
         // One sender's messages stay in its sending order.
-        assert!(last[s as usize] < Some(n), "sender {s}: {n} after {:?}", last[s as usize]);
+        assert!(
+            last[s as usize] < Some(n),
+            "sender {s}: {n} after {:?}",
+            last[s as usize]
+        );
         last[s as usize] = Some(n);
     }
     for (s, counts) in seen.iter().enumerate() {
         let wrong: Vec<usize> = (0..counts.len()).filter(|&n| counts[n] != 1).take(5).collect();
-        assert!(wrong.is_empty(), "{overflow:?}: sender {s}, messages {wrong:?} not accounted once");
+        assert!(
+            wrong.is_empty(),
+            "{overflow:?}: sender {s}, messages {wrong:?} not accounted once"
+        );
     }
     let total = u64::from(PER_SENDER) * priorities.len() as u64;
     let stats = monitor.stats().unwrap();
     assert_eq!(stats.pending, 0);
-    assert_eq!(stats.totals, counters(total, delivered.len() as u64, n_dropped, n_evicted));
-    assert!(n_dropped + n_evicted > 0, "{overflow:?}: the channel never overflowed");
+    assert_eq!(
+        stats.totals,
+        counters(total, delivered.len() as u64, n_dropped, n_evicted)
+    );
+    assert!(
+        n_dropped + n_evicted > 0,
+        "{overflow:?}: the channel never overflowed"
+    );
     let per = monitor.sender_stats().unwrap();
     let per_sum = per.iter().fold(Counters::default(), |a, s| {
         counters(
@@ -497,7 +558,12 @@ fn stress(overflow: Overflow) {
     assert_eq!(per_sum, stats.totals);
     for s in &per {
         let c = s.counters;
-        assert_eq!(c.sent, c.delivered + c.dropped + c.evicted, "{overflow:?}: sender {:?}", s.id);
+        assert_eq!(
+            c.sent,
+            c.delivered + c.dropped + c.evicted,
+            "{overflow:?}: sender {:?}",
+            s.id
+        );
     }
     match overflow {
         Overflow::DropNewest => assert_eq!(n_evicted, 0),
@@ -531,12 +597,25 @@ struct Model {
 }
 
 impl Model {
-    fn send(&mut self, capacity: usize, overflow: Overflow, prio: Priority, sender: usize, m: u32) -> Result<Option<u32>, u32> {
+    fn send(
+        &mut self,
+        capacity: usize,
+        overflow: Overflow,
+        prio: Priority,
+        sender: usize,
+        m: u32,
+    ) -> Result<Option<u32>, u32> {
         self.counters[sender].sent += 1;
         let mut victim = None;
         if self.pending.len() == capacity {
             // Oldest of the lowest priority.
-            let (vi, v) = self.pending.iter().enumerate().min_by_key(|(_, p)| (p.0, p.1)).map(|(i, p)| (i, *p)).unwrap();
+            let (vi, v) = self
+                .pending
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| (p.0, p.1))
+                .map(|(i, p)| (i, *p))
+                .unwrap();
             let steal = match overflow {
                 Overflow::DropNewest => false,
                 Overflow::DropOldest => true,
@@ -557,7 +636,11 @@ impl Model {
 
     fn recv(&mut self) -> Option<u32> {
         // Highest priority, then oldest.
-        let (i, _) = self.pending.iter().enumerate().max_by_key(|(_, p)| (p.0, std::cmp::Reverse(p.1)))?;
+        let (i, _) = self
+            .pending
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, p)| (p.0, std::cmp::Reverse(p.1)))?;
         let p = self.pending.remove(i);
         self.counters[p.2].delivered += 1;
         Some(p.3)

@@ -37,7 +37,9 @@ impl<S> PiMutex<S> {
     pub(super) fn new(data: S) -> Result<PiMutex<S>, OsError> {
         // SAFETY: an all-zero pthread_mutex_t is valid storage (glibc's PTHREAD_MUTEX_INITIALIZER);
         // it is initialised properly below, at the address it keeps.
-        let raw = Box::new(UnsafeCell::new(unsafe { std::mem::zeroed::<libc::pthread_mutex_t>() }));
+        let raw = Box::new(UnsafeCell::new(unsafe {
+            std::mem::zeroed::<libc::pthread_mutex_t>()
+        }));
         // SAFETY: `attr` is initialised before use and destroyed on every path after it was
         // initialised; `raw` is live, boxed storage that no other thread can see yet.
         unsafe {
@@ -49,7 +51,10 @@ impl<S> PiMutex<S> {
             let r = libc::pthread_mutexattr_setprotocol(&mut attr, libc::PTHREAD_PRIO_INHERIT);
             if r != 0 {
                 libc::pthread_mutexattr_destroy(&mut attr);
-                return Err(OsError::new("pthread_mutexattr_setprotocol(PTHREAD_PRIO_INHERIT)", r));
+                return Err(OsError::new(
+                    "pthread_mutexattr_setprotocol(PTHREAD_PRIO_INHERIT)",
+                    r,
+                ));
             }
             let r = libc::pthread_mutex_init(raw.get(), &attr);
             libc::pthread_mutexattr_destroy(&mut attr);
@@ -57,7 +62,10 @@ impl<S> PiMutex<S> {
                 return Err(OsError::new("pthread_mutex_init", r));
             }
         }
-        Ok(PiMutex { raw, data: UnsafeCell::new(data) })
+        Ok(PiMutex {
+            raw,
+            data: UnsafeCell::new(data),
+        })
     }
 
     /// Blocks until the mutex is held. Fails only when the kernel refuses the PI lock (EDEADLK
@@ -68,7 +76,10 @@ impl<S> PiMutex<S> {
         if r != 0 {
             return Err(OsError::new("pthread_mutex_lock", r));
         }
-        Ok(PiGuard { mutex: self, _not_send: PhantomData })
+        Ok(PiGuard {
+            mutex: self,
+            _not_send: PhantomData,
+        })
     }
 }
 
@@ -117,7 +128,10 @@ impl<S> Drop for PiGuard<'_, S> {
 /// CLOCK_MONOTONIC now plus `timeout`, saturating: an absolute deadline keeps the total wait at
 /// `timeout` however often the receiver wakes without a message.
 pub(super) fn deadline_after(timeout: Duration) -> Result<libc::timespec, OsError> {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `now` is valid for writes; CLOCK_MONOTONIC always exists on Linux.
     if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
         return Err(OsError::last("clock_gettime(CLOCK_MONOTONIC)"));
@@ -132,7 +146,10 @@ pub(super) fn deadline_after(timeout: Duration) -> Result<libc::timespec, OsErro
     let secs = libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX);
     match now.tv_sec.checked_add(secs).and_then(|s| s.checked_add(carry)) {
         Some(tv_sec) => Ok(libc::timespec { tv_sec, tv_nsec }),
-        None => Ok(libc::timespec { tv_sec: libc::time_t::MAX, tv_nsec: 999_999_999 }),
+        None => Ok(libc::timespec {
+            tv_sec: libc::time_t::MAX,
+            tv_nsec: 999_999_999,
+        }),
     }
 }
 
@@ -145,7 +162,11 @@ pub(super) enum Wait {
 }
 
 /// Sleeps while `word` still holds `expected`, until `deadline` (absolute, CLOCK_MONOTONIC).
-pub(super) fn futex_wait(word: &AtomicU32, expected: u32, deadline: &libc::timespec) -> Result<Wait, OsError> {
+pub(super) fn futex_wait(
+    word: &AtomicU32,
+    expected: u32,
+    deadline: &libc::timespec,
+) -> Result<Wait, OsError> {
     // SAFETY: `word` is a live, aligned u32 for the whole call (the caller borrows it from the
     // channel's `Arc`); `deadline` is a valid timespec. FUTEX_WAIT_BITSET takes an absolute
     // timeout on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME); uaddr2 is unused.
@@ -176,7 +197,12 @@ pub(super) fn futex_wait(word: &AtomicU32, expected: u32, deadline: &libc::times
 pub(super) fn futex_wake(word: &AtomicU32) {
     // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE reads no other argument past `val`.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        );
     }
 }
 
