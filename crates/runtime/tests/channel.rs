@@ -380,7 +380,7 @@ fn no_allocation_on_send_or_receive_after_creation() {
                 }
                 let _ = tx[0].take_evictions();
                 let _ = tx[3].stats();
-                if round % 3 == 0 {
+                if round.is_multiple_of(3) {
                     delivered += rx.drain(2, |e| assert_eq!(e.message.len(), 64)).unwrap();
                 }
                 if let Ok(_e) = rx.try_recv() {
@@ -431,7 +431,7 @@ fn no_allocation_when_a_send_wakes_a_receiver_on_another_thread() {
             for i in 0..2000u64 {
                 let _ = lo.send(i);
                 let _ = hi.send(i);
-                if i % 64 == 0 {
+                if i.is_multiple_of(64) {
                     thread::yield_now();
                 }
             }
@@ -461,7 +461,7 @@ fn stress(overflow: Overflow) {
         let mut round = 0u32;
         loop {
             round += 1;
-            let r = if round % 2 == 0 {
+            let r = if round.is_multiple_of(2) {
                 rx.drain(3, |e| delivered.push(e))
                     .map_err(RecvError::Os)
                     .map(|_| ())
@@ -474,7 +474,7 @@ fn stress(overflow: Overflow) {
                 Err(RecvError::Disconnected) => break,
                 Err(e) => panic!("{e}"),
             }
-            if round % 16 == 0 {
+            if round.is_multiple_of(16) {
                 thread::sleep(Duration::from_micros(50));
             }
         }
