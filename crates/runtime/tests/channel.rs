@@ -284,22 +284,39 @@ fn recv_timeout_returns_a_pending_message_without_waiting() {
 
 #[test]
 fn a_send_wakes_a_sleeping_receiver() {
-    let (tx, mut rx) = channel::<u32>("wake", 4, Overflow::DropNewest, &[1]).unwrap();
+    // Woken, not timed out: a receive that ends at its timeout still takes a message that came
+    // meanwhile, so the wake shows only in how long each receive lasted (far below the timeout).
+    const TIMEOUT: Duration = Duration::from_secs(20);
+    let (mut tx, mut rx) = channel::<u32>("wake", 4, Overflow::DropNewest, &[1]).unwrap();
+    let (got_first, first_arrived) = std::sync::mpsc::channel();
     let receiver = thread::spawn(move || {
-        let first = rx.recv_timeout(Duration::from_secs(60));
-        let second = rx.recv_timeout(Duration::from_secs(60));
-        (first, second)
+        let start = Instant::now();
+        let first = rx.recv_timeout(TIMEOUT);
+        let first_took = start.elapsed();
+        got_first.send(()).unwrap();
+        let second = rx.recv_timeout(TIMEOUT);
+        (first, first_took, second, start.elapsed() - first_took)
     });
-    let mut tx = tx;
     let sender = tx.pop().unwrap();
     thread::sleep(Duration::from_millis(50));
     sender.send(1).unwrap();
+    // The sender stays alive until the receiver has the message: only the send can wake it.
+    let woken = first_arrived.recv_timeout(TIMEOUT / 2);
     thread::sleep(Duration::from_millis(50));
     // The last sender going wakes the receiver with Disconnected rather than at its timeout.
     drop(sender);
-    let (first, second) = receiver.join().unwrap();
+    let (first, first_took, second, second_took) = receiver.join().unwrap();
+    assert!(woken.is_ok(), "the send did not wake the receiver");
     assert_eq!(first.unwrap().message, 1);
     assert_eq!(second, Err(RecvError::Disconnected));
+    assert!(
+        first_took < TIMEOUT / 2,
+        "the send did not wake the receiver ({first_took:?})"
+    );
+    assert!(
+        second_took < TIMEOUT / 2,
+        "the last drop did not wake the receiver ({second_took:?})"
+    );
 }
 
 #[test]
