@@ -72,7 +72,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use sys::{PiMutex, Wait};
+use sys::{PiGuard, PiMutex, Wait};
 
 /// A sender's priority: its component's. Larger is more urgent, as for SCHED_FIFO.
 pub type Priority = u32;
@@ -521,6 +521,23 @@ struct Shared<T> {
     wake: AtomicU32,
 }
 
+impl<T> Shared<T> {
+    /// Unlocks, and wakes the receiver if it sleeps and `news` (a message, or the last sender
+    /// gone) happened in this critical section.
+    fn unlock_and_wake(&self, mut state: PiGuard<'_, State<T>>, news: bool) {
+        let wake = news && state.receiver_waiting;
+        if wake {
+            state.receiver_waiting = false;
+            self.wake.fetch_add(1, Ordering::Release);
+        }
+        drop(state);
+        // After the unlock, so that the receiver does not wake only to block on the mutex.
+        if wake {
+            sys::futex_wake(&self.wake);
+        }
+    }
+}
+
 /// The sending end of one sender (one component) of a channel. Not `Clone`: the channel counts
 /// per sender, and RTDroid's sender is a component with one priority.
 pub struct Sender<T> {
@@ -548,16 +565,7 @@ impl<T: Copy + Send> Sender<T> {
             return Err(SendError::Disconnected(message));
         }
         let result = state.push(self.id, message).map_err(SendError::Dropped);
-        let wake = result.is_ok() && state.receiver_waiting;
-        if wake {
-            state.receiver_waiting = false;
-            self.shared.wake.fetch_add(1, Ordering::Release);
-        }
-        drop(state);
-        // After the unlock, so that the receiver does not wake only to block on the mutex.
-        if wake {
-            sys::futex_wake(&self.shared.wake);
-        }
+        self.shared.unlock_and_wake(state, result.is_ok());
         result
     }
 
@@ -596,15 +604,8 @@ impl<T> Drop for Sender<T> {
             return;
         };
         state.senders_alive = state.senders_alive.saturating_sub(1);
-        let wake = state.senders_alive == 0 && state.receiver_waiting;
-        if wake {
-            state.receiver_waiting = false;
-            self.shared.wake.fetch_add(1, Ordering::Release);
-        }
-        drop(state);
-        if wake {
-            sys::futex_wake(&self.shared.wake);
-        }
+        let last = state.senders_alive == 0;
+        self.shared.unlock_and_wake(state, last);
     }
 }
 

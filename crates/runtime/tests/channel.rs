@@ -75,6 +75,14 @@ fn recv_all<T: Copy + Send>(rx: &mut pacer_runtime::channel::Receiver<T>) -> Vec
     out
 }
 
+/// The message that `sent` says was evicted; fails the test if none was.
+fn victim_of<T: std::fmt::Debug>(sent: Result<Sent<T>, SendError<T>>) -> Envelope<T> {
+    match sent {
+        Ok(Sent::Evicted { victim, .. }) => victim,
+        other => panic!("expected an eviction, got {other:?}"),
+    }
+}
+
 fn counters(sent: u64, delivered: u64, dropped: u64, evicted: u64) -> Counters {
     Counters {
         sent,
@@ -167,28 +175,16 @@ fn drop_oldest_evicts_the_oldest_of_the_lowest_priority_and_returns_it() {
         }
         other => panic!("expected an eviction, got {other:?}"),
     }
-    match tx[0].send(12).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!(victim.message, 11),
-        other => panic!("expected an eviction, got {other:?}"),
-    }
+    assert_eq!(victim_of(tx[0].send(12)).message, 11);
     // Now 90, 91, 12 pending; a priority-1 send evicts its own older one (12).
-    match tx[0].send(13).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!(victim.message, 12),
-        other => panic!("expected an eviction, got {other:?}"),
-    }
+    assert_eq!(victim_of(tx[0].send(13)).message, 12);
     assert_eq!(tx[0].take_evictions().unwrap(), 3);
     assert_eq!(tx[0].take_evictions().unwrap(), 0);
     assert_eq!(tx[1].take_evictions().unwrap(), 0);
     assert_eq!(rx.try_recv().unwrap().message, 90);
     tx[1].send(92).unwrap();
-    match tx[0].send(14).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!(victim.message, 13),
-        other => panic!("expected an eviction, got {other:?}"),
-    }
-    match tx[0].send(15).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!(victim.message, 14),
-        other => panic!("expected an eviction, got {other:?}"),
-    }
+    assert_eq!(victim_of(tx[0].send(14)).message, 13);
+    assert_eq!(victim_of(tx[0].send(15)).message, 14);
     let got: Vec<u32> = recv_all(&mut rx).iter().map(|e| e.message).collect();
     assert_eq!(got, [91, 92, 15]);
     let per = rx.monitor().sender_stats().unwrap();
@@ -202,10 +198,8 @@ fn drop_oldest_evicts_an_urgent_message_when_nothing_else_is_queued() {
     let (tx, mut rx) = channel::<u32>("do-urgent", 2, Overflow::DropOldest, &[1, 9]).unwrap();
     tx[1].send(90).unwrap();
     tx[1].send(91).unwrap();
-    match tx[0].send(10).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!((victim.message, victim.priority), (90, 9)),
-        other => panic!("expected an eviction, got {other:?}"),
-    }
+    let victim = victim_of(tx[0].send(10));
+    assert_eq!((victim.message, victim.priority), (90, 9));
     let got: Vec<u32> = recv_all(&mut rx).iter().map(|e| e.message).collect();
     assert_eq!(got, [91, 10]);
 }
@@ -216,18 +210,13 @@ fn steal_lowest_never_loses_urgent_traffic_to_less_urgent_traffic() {
     tx[0].send(10).unwrap();
     tx[1].send(50).unwrap();
     // Priority 9 steals the slot of the lowest pending message.
-    match tx[2].send(90).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!((victim.message, victim.sender), (10, SenderId(0))),
-        other => panic!("expected a steal, got {other:?}"),
-    }
+    let victim = victim_of(tx[2].send(90));
+    assert_eq!((victim.message, victim.sender), (10, SenderId(0)));
     // The lowest priority has nothing below it: it drops its own.
     assert_eq!(tx[0].send(11), Err(SendError::Dropped(11)));
     // Equal priority does not steal: 5 vs the pending 5.
     assert_eq!(tx[1].send(51), Err(SendError::Dropped(51)));
-    match tx[2].send(91).unwrap() {
-        Sent::Evicted { victim, .. } => assert_eq!(victim.message, 50),
-        other => panic!("expected a steal, got {other:?}"),
-    }
+    assert_eq!(victim_of(tx[2].send(91)).message, 50);
     // Only priority 9 pending: even priority 9 drops its own.
     assert_eq!(tx[2].send(92), Err(SendError::Dropped(92)));
     assert_eq!(tx[0].take_evictions().unwrap(), 1);
