@@ -278,15 +278,14 @@ impl Manifest {
         let components = top.tables("component")?;
         let channels = top.tables("channel")?;
         let audio = top.tables("audio")?;
+        if components.is_empty() {
+            return Err(top.bad("component", "at least one [[component]]", "none"));
+        }
         top.done()?;
 
         let name = app.name("name")?;
         let memory_limit_bytes = app.size("memory_limit")?;
         app.done()?;
-
-        if components.is_empty() {
-            return Err(top.bad("component", "at least one [[component]]", "none"));
-        }
         let mut m = Manifest {
             name,
             memory_limit_bytes,
@@ -295,7 +294,7 @@ impl Manifest {
             audio: Vec::new(),
         };
         for t in components {
-            let c = parse_component(&mut m, t)?;
+            let c = parse_component(&m, t)?;
             m.components.push(c);
         }
         for t in channels {
@@ -310,7 +309,7 @@ impl Manifest {
     }
 }
 
-fn parse_component(m: &mut Manifest, mut k: Keys) -> Result<Component, ManifestError> {
+fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError> {
     let name = k.name("name")?;
     k.rename(&format!("component[{name}]"));
     if m.component(&name).is_some() {

@@ -71,8 +71,8 @@ pub struct Machine {
     pub rt_runtime_us: Option<u64>,
     /// `kernel.sched_rt_period_us`.
     pub rt_period_us: u64,
-    /// Per-CPU fair server (runtime, period), `None` before Linux 6.12.
-    pub fair_server: Option<(Duration, Duration)>,
+    /// Per-CPU fair server (runtime, period) in ns, `None` before Linux 6.12.
+    pub fair_server_ns: Option<(u64, u64)>,
 }
 
 impl Machine {
@@ -83,7 +83,7 @@ impl Machine {
             cpus,
             rt_runtime_us: d.rt_runtime_us,
             rt_period_us: d.rt_period_us,
-            fair_server: d.fair_server,
+            fair_server_ns: d.fair_server.map(|(r, p)| (r.ns(), p.ns())),
         }
     }
 
@@ -93,7 +93,7 @@ impl Machine {
             capacities: vec![CAPACITY_SCALE; n],
             rt_runtime_us: self.rt_runtime_us,
             rt_period_us: self.rt_period_us,
-            fair_server: self.fair_server,
+            fair_server: self.fair_server_ns.map(|(r, p)| (Duration(r), Duration(p))),
         }
     }
 
@@ -227,11 +227,11 @@ impl fmt::Display for Violation {
             ),
             ResponseTime { component, cpus, deadline_ns, interferers, cpu_utilization } => write!(
                 f,
-                "component {component}: response time exceeds its deadline {} on CPUs {} (load there {:.3}; interfered with by {}); lower its wcet, raise its priority, lengthen its deadline or move it",
+                "component {component}: response time exceeds its deadline {} on CPUs {} (interfered with by {}; utilisation with them {:.3}); lower its wcet, raise its priority, lengthen its deadline or move it",
                 d(*deadline_ns),
                 cpu_list(cpus),
-                cpu_utilization,
-                if interferers.is_empty() { "nothing".to_string() } else { interferers.join(", ") }
+                if interferers.is_empty() { "nothing".to_string() } else { interferers.join(", ") },
+                cpu_utilization
             ),
             RtBandwidth { cpu, utilization, limit, components } => write!(
                 f,
