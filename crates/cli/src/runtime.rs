@@ -12,6 +12,12 @@ use pacer_runtime::validate::{self, Machine, Report};
 use crate::table::Table;
 
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+pacer runtime check examples/runtime/app.toml\n  \
+pacer runtime check examples/runtime/over-budget.toml --json\n\n\
+An application is a manifest of real-time components (periodic tasks, services, receivers), \
+channels and audio sessions: docs/formats/manifest.md, docs/runtime.md. `check` validates it \
+before anything starts; `run` is planned.")]
 pub struct Args {
     #[command(subcommand)]
     command: Command,
