@@ -730,7 +730,7 @@ impl Keys {
     }
 
     /// Refuses whatever key was not taken.
-    fn done(self) -> Result<(), ManifestError> {
+    fn done(&self) -> Result<(), ManifestError> {
         match self.table.keys().next() {
             None => Ok(()),
             Some(k) => Err(self.bad(k, "no such key (a misspelling?)", "an unknown key")),

@@ -162,7 +162,13 @@ fn channel_errors() {
     expect("capacity = 3\n", "", "channel[c].capacity", "a number of messages");
     expect("capacity = 3", "capacity = 3\nper_release = 0", "channel[c].per_release", "≥ 1");
     expect("capacity = 3", "capacity = 3\noverflow = \"block\"", "channel[c].overflow", "\"drop-newest\", \"drop-oldest\" or \"priority-oldest\"");
-    expect("name = \"c\"", "name = \"c\"\n[[channel]]\nname = \"c\"\nsender = \"a\"\nreceivers = [\"b\"]\nmessage_size = \"1B\"\ncapacity = 1\n[[channel]]\nname = \"d\"", "channel[c].name", "no other channel");
+    // A complete channel c, then the original's keys under a second `name = "c"`.
+    expect(
+        "name = \"c\"",
+        "name = \"c\"\nsender = \"a\"\nreceivers = [\"b\"]\nmessage_size = \"1B\"\ncapacity = 1\n[[channel]]\nname = \"c\"",
+        "channel[c].name",
+        "no other channel",
+    );
 }
 
 #[test]
