@@ -107,7 +107,17 @@ fn text(r: &Report) -> String {
         r.machine.cpus
     );
     let mut t = Table::new(&[
-        "component", "kind", "policy", "cpus", "period", "deadline", "cost", "util", "response", "test", "verdict",
+        "component",
+        "kind",
+        "policy",
+        "cpus",
+        "period",
+        "deadline",
+        "cost",
+        "util",
+        "response",
+        "test",
+        "verdict",
     ]);
     for c in &r.components {
         let policy = match c.priority {
@@ -131,9 +141,22 @@ fn text(r: &Report) -> String {
     s += &t.render();
     if !r.domains.is_empty() {
         s += "\nSCHED_DEADLINE root domains\n";
-        let mut t = Table::new(&["cpus", "components", "bandwidth", "admits", "admission", "edf test", "edf"]);
+        let mut t = Table::new(&[
+            "cpus",
+            "components",
+            "bandwidth",
+            "admits",
+            "admission",
+            "edf test",
+            "edf",
+        ]);
         for d in &r.domains {
-            let share = |bw: u64| format!("{:.4}", bw as f64 / (1u64 << pacer_model::reservation::BW_SHIFT) as f64);
+            let share = |bw: u64| {
+                format!(
+                    "{:.4}",
+                    bw as f64 / (1u64 << pacer_model::reservation::BW_SHIFT) as f64
+                )
+            };
             t.push(vec![
                 cpus(&d.cpus),
                 d.components.join(","),
@@ -158,7 +181,16 @@ fn text(r: &Report) -> String {
     }
     s += &t.render();
     s += "\nmemory (bytes)\n";
-    let mut t = Table::new(&["component", "persistent", "per release", "channels", "audio", "total", "limit", "check"]);
+    let mut t = Table::new(&[
+        "component",
+        "persistent",
+        "per release",
+        "channels",
+        "audio",
+        "total",
+        "limit",
+        "check",
+    ]);
     for c in &r.memory.components {
         t.push(vec![
             c.name.clone(),
@@ -184,7 +216,16 @@ fn text(r: &Report) -> String {
     s += &t.render();
     if !r.channels.is_empty() {
         s += "\nchannels\n";
-        let mut t = Table::new(&["channel", "receiver", "window", "messages", "capacity", "pool bytes", "overflow", "check"]);
+        let mut t = Table::new(&[
+            "channel",
+            "receiver",
+            "window",
+            "messages",
+            "capacity",
+            "pool bytes",
+            "overflow",
+            "check",
+        ]);
         for c in &r.channels {
             t.push(vec![
                 c.name.clone(),
@@ -201,7 +242,16 @@ fn text(r: &Report) -> String {
     }
     if !r.audio.is_empty() {
         s += "\naudio sessions\n";
-        let mut t = Table::new(&["session", "component", "direction", "rate", "channels", "burst", "period", "check"]);
+        let mut t = Table::new(&[
+            "session",
+            "component",
+            "direction",
+            "rate",
+            "channels",
+            "burst",
+            "period",
+            "check",
+        ]);
         for a in &r.audio {
             t.push(vec![
                 a.name.clone(),

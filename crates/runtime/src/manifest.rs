@@ -274,7 +274,9 @@ impl Manifest {
             message: e.to_string().trim_end().to_string(),
         })?;
         let mut top = Keys::new(file, String::new(), table);
-        let mut app = top.table("app")?.ok_or_else(|| top.missing("app", "an [app] table"))?;
+        let mut app = top
+            .table("app")?
+            .ok_or_else(|| top.missing("app", "an [app] table"))?;
         let components = top.tables("component")?;
         let channels = top.tables("channel")?;
         let audio = top.tables("audio")?;
@@ -313,7 +315,11 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
     let name = k.name("name")?;
     k.rename(&format!("component[{name}]"));
     if m.component(&name).is_some() {
-        return Err(k.bad("name", "a name no other component has", &format!("\"{name}\" again")));
+        return Err(k.bad(
+            "name",
+            "a name no other component has",
+            &format!("\"{name}\" again"),
+        ));
     }
     let kind = match k.string("kind")?.as_deref() {
         None => return Err(k.missing("kind", "\"periodic\", \"service\" or \"receiver\"")),
@@ -328,7 +334,9 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
             ))
         }
     };
-    let period = k.duration("period")?.ok_or_else(|| k.missing("period", "a duration such as \"10ms\""))?;
+    let period = k
+        .duration("period")?
+        .ok_or_else(|| k.missing("period", "a duration such as \"10ms\""))?;
     if period == 0 {
         return Err(k.bad("period", "a period above 0", "0"));
     }
@@ -390,7 +398,9 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
 }
 
 fn parse_reservation(mut r: Keys, period: u64, deadline: u64) -> Result<Scheduling, ManifestError> {
-    let runtime = r.duration("runtime")?.ok_or_else(|| r.missing("runtime", "a duration such as \"2ms\""))?;
+    let runtime = r
+        .duration("runtime")?
+        .ok_or_else(|| r.missing("runtime", "a duration such as \"2ms\""))?;
     let res_deadline = r.duration("deadline")?.unwrap_or(deadline);
     let res_period = r.duration("period")?.unwrap_or(period);
     r.done()?;
@@ -429,10 +439,18 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
     let name = k.name("name")?;
     k.rename(&format!("channel[{name}]"));
     if m.channels.iter().any(|c| c.name == name) {
-        return Err(k.bad("name", "a name no other channel has", &format!("\"{name}\" again")));
+        return Err(k.bad(
+            "name",
+            "a name no other channel has",
+            &format!("\"{name}\" again"),
+        ));
     }
-    let senders = k.names("sender")?.ok_or_else(|| k.missing("sender", "a component name or a list of them"))?;
-    let receivers = k.names("receivers")?.ok_or_else(|| k.missing("receivers", "a list of component names"))?;
+    let senders = k
+        .names("sender")?
+        .ok_or_else(|| k.missing("sender", "a component name or a list of them"))?;
+    let receivers = k
+        .names("receivers")?
+        .ok_or_else(|| k.missing("receivers", "a list of component names"))?;
     for (key, list) in [("sender", &senders), ("receivers", &receivers)] {
         if list.is_empty() {
             return Err(k.bad(key, "at least one component", "an empty list"));
@@ -440,7 +458,11 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
         let mut seen = BTreeSet::new();
         for n in list {
             if m.component(n).is_none() {
-                return Err(k.bad(key, "names of declared components", &format!("\"{n}\", which is not one")));
+                return Err(k.bad(
+                    key,
+                    "names of declared components",
+                    &format!("\"{n}\", which is not one"),
+                ));
             }
             if !seen.insert(n) {
                 return Err(k.bad(key, "each component once", &format!("\"{n}\" twice")));
@@ -448,13 +470,21 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
         }
     }
     if let Some(n) = senders.iter().find(|s| receivers.contains(s)) {
-        return Err(k.bad("receivers", "components other than the senders", &format!("\"{n}\", also a sender")));
+        return Err(k.bad(
+            "receivers",
+            "components other than the senders",
+            &format!("\"{n}\", also a sender"),
+        ));
     }
-    let message_size_bytes = k.size("message_size")?.ok_or_else(|| k.missing("message_size", "a size such as \"256B\""))?;
+    let message_size_bytes = k
+        .size("message_size")?
+        .ok_or_else(|| k.missing("message_size", "a size such as \"256B\""))?;
     if message_size_bytes == 0 {
         return Err(k.bad("message_size", "a size above 0", "0"));
     }
-    let capacity = k.integer("capacity")?.ok_or_else(|| k.missing("capacity", "a number of messages ≥ 1"))?;
+    let capacity = k
+        .integer("capacity")?
+        .ok_or_else(|| k.missing("capacity", "a number of messages ≥ 1"))?;
     if capacity == 0 {
         return Err(k.bad("capacity", "a number of messages ≥ 1", "0"));
     }
@@ -464,7 +494,9 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
     }
     let overflow = match k.string("overflow")? {
         None => Overflow::PriorityOldest,
-        Some(s) => Overflow::parse(&s).ok_or_else(|| k.bad("overflow", Overflow::NAMES, &format!("\"{s}\"")))?,
+        Some(s) => {
+            Overflow::parse(&s).ok_or_else(|| k.bad("overflow", Overflow::NAMES, &format!("\"{s}\"")))?
+        }
     };
     k.done()?;
     Ok(Channel {
@@ -482,7 +514,11 @@ fn parse_audio(m: &Manifest, mut k: Keys) -> Result<AudioSession, ManifestError>
     let name = k.name("name")?;
     k.rename(&format!("audio[{name}]"));
     if m.audio.iter().any(|a| a.name == name) {
-        return Err(k.bad("name", "a name no other audio session has", &format!("\"{name}\" again")));
+        return Err(k.bad(
+            "name",
+            "a name no other audio session has",
+            &format!("\"{name}\" again"),
+        ));
     }
     let direction = match k.string("direction")?.as_deref() {
         Some("playback") => Direction::Playback,
@@ -499,7 +535,9 @@ fn parse_audio(m: &Manifest, mut k: Keys) -> Result<AudioSession, ManifestError>
         Some("f32") => SampleFormat::F32,
         Some(o) => return Err(k.bad("format", "\"s16\", \"s32\" or \"f32\"", &format!("\"{o}\""))),
     };
-    let component = k.string("component")?.ok_or_else(|| k.missing("component", "the name of a periodic component"))?;
+    let component = k
+        .string("component")?
+        .ok_or_else(|| k.missing("component", "the name of a periodic component"))?;
     match m.component(&component) {
         None => {
             return Err(k.bad(
@@ -546,12 +584,18 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = (&t[..split], t[split..].trim());
     if num.is_empty() {
-        return Err(format!("\"{text}\" is not a whole number followed by a unit (B, KiB, MiB, GiB)"));
+        return Err(format!(
+            "\"{text}\" is not a whole number followed by a unit (B, KiB, MiB, GiB)"
+        ));
     }
     let n: u64 = num.parse().map_err(|_| format!("\"{text}\" is too large"))?;
     let scale: u64 = match unit {
         "" if n == 0 => 1,
-        "" => return Err(format!("\"{text}\" has no unit: write \"{n}B\", \"{n}KiB\" or \"{n}MiB\"")),
+        "" => {
+            return Err(format!(
+                "\"{text}\" has no unit: write \"{n}B\", \"{n}KiB\" or \"{n}MiB\""
+            ))
+        }
         "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
@@ -559,9 +603,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "KB" | "kB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        u => return Err(format!("unknown unit \"{u}\" in \"{text}\": expected B, KiB, MiB, GiB, KB, MB or GB")),
+        u => {
+            return Err(format!(
+                "unknown unit \"{u}\" in \"{text}\": expected B, KiB, MiB, GiB, KB, MB or GB"
+            ))
+        }
     };
-    n.checked_mul(scale).ok_or_else(|| format!("\"{text}\" is too large"))
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("\"{text}\" is too large"))
 }
 
 /// The keys of one table, taken one at a time so that whatever is left at the end is a key the
@@ -676,9 +725,7 @@ impl Keys {
         let what = "a size with a unit, such as \"64KiB\" or \"256B\"";
         match self.table.remove(key) {
             None => Ok(None),
-            Some(toml::Value::String(s)) => parse_size(&s)
-                .map(Some)
-                .map_err(|e| self.bad(key, what, &e)),
+            Some(toml::Value::String(s)) => parse_size(&s).map(Some).map_err(|e| self.bad(key, what, &e)),
             Some(toml::Value::Integer(0)) => Ok(Some(0)),
             Some(v) => Err(self.wrong_type(key, what, &v)),
         }

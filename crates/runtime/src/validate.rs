@@ -533,7 +533,11 @@ fn budget_checks(c: &Component, v: &mut Vec<Violation>) {
 }
 
 /// Admission and EDF per root domain; whether each component (by index) passed.
-fn deadline_domains(m: &Manifest, machine: &Machine, v: &mut Vec<Violation>) -> (Vec<DomainCheck>, Vec<bool>) {
+fn deadline_domains(
+    m: &Manifest,
+    machine: &Machine,
+    v: &mut Vec<Violation>,
+) -> (Vec<DomainCheck>, Vec<bool>) {
     let mut ok = vec![true; m.components.len()];
     let sets: BTreeSet<Vec<usize>> = m
         .components
@@ -547,7 +551,8 @@ fn deadline_domains(m: &Manifest, machine: &Machine, v: &mut Vec<Violation>) -> 
             .filter(|&i| m.components[i].scheduling.reservation().is_some() && m.components[i].cpus == set)
             .collect()
     };
-    let names = |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| m.components[i].name.clone()).collect() };
+    let names =
+        |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| m.components[i].name.clone()).collect() };
     for (a, sa) in sets.iter().enumerate() {
         for sb in &sets[a + 1..] {
             if sa.iter().any(|c| sb.contains(c)) {
@@ -568,7 +573,10 @@ fn deadline_domains(m: &Manifest, machine: &Machine, v: &mut Vec<Violation>) -> 
     for set in &sets {
         let idx = members(set);
         let comps = names(&idx);
-        let res: Vec<Reservation> = idx.iter().filter_map(|&i| m.components[i].scheduling.reservation()).collect();
+        let res: Vec<Reservation> = idx
+            .iter()
+            .filter_map(|&i| m.components[i].scheduling.reservation())
+            .collect();
         let cfg = machine.domain(set.len());
         let rep = admission::admit(&cfg, &res);
         let requested_bw: u64 = res.iter().map(Reservation::bw_fixed).sum();
@@ -806,7 +814,10 @@ fn memory_check(m: &Manifest, v: &mut Vec<Violation>) -> MemoryCheck {
             }
         })
         .collect();
-    let total = components.iter().map(|c| c.total_bytes).fold(0, u64::saturating_add);
+    let total = components
+        .iter()
+        .map(|c| c.total_bytes)
+        .fold(0, u64::saturating_add);
     let ok = m.memory_limit_bytes.is_none_or(|l| total <= l);
     if let (false, Some(l)) = (ok, m.memory_limit_bytes) {
         v.push(Violation::AppMemory {
@@ -845,7 +856,10 @@ fn channel_checks(m: &Manifest, checked: &[ComponentCheck], v: &mut Vec<Violatio
                 .iter()
                 .map(|s| {
                     let (ts, rs) = latest(s);
-                    window.saturating_add(rs).div_ceil(ts).saturating_mul(ch.per_release)
+                    window
+                        .saturating_add(rs)
+                        .div_ceil(ts)
+                        .saturating_mul(ch.per_release)
                 })
                 .fold(0, u64::saturating_add);
             let ok = messages <= ch.capacity;

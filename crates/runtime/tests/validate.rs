@@ -37,7 +37,11 @@ fn rta_on_one_cpu_is_exact() {
     // Burns & Wellings' example in ms: R_a = 3; R_b = 3 + ⌈6/7⌉·3 = 6;
     // R_c: 11 → 5+6+3 = 14 → 5+6+6 = 17 → 5+9+6 = 20 → 20.
     let r = report(
-        &app(&[fifo("a", 3, 7, 30, "[0]"), fifo("b", 3, 12, 20, "[0]"), fifo("c", 5, 20, 10, "[0]")]),
+        &app(&[
+            fifo("a", 3, 7, 30, "[0]"),
+            fifo("b", 3, 12, 20, "[0]"),
+            fifo("c", 5, 20, 10, "[0]"),
+        ]),
         1,
     );
     assert_eq!(response(&r, "a"), Some(3 * MS));
@@ -55,7 +59,11 @@ fn rta_on_one_cpu_is_exact() {
 fn rta_miss_names_the_component_and_its_interferers() {
     // c with 6 ms: 12 → 6 + ⌈12/7⌉·3 + ⌈12/12⌉·3 = 15 → 6 + 9 + 6 = 21 > 20.
     let r = report(
-        &app(&[fifo("a", 3, 7, 30, "[0]"), fifo("b", 3, 12, 20, "[0]"), fifo("c", 6, 20, 10, "[0]")]),
+        &app(&[
+            fifo("a", 3, 7, 30, "[0]"),
+            fifo("b", 3, 12, 20, "[0]"),
+            fifo("c", 6, 20, 10, "[0]"),
+        ]),
         1,
     );
     assert_eq!(response(&r, "c"), None);
@@ -85,10 +93,17 @@ fn rta_miss_names_the_component_and_its_interferers() {
 fn several_cpus_are_analysed_with_carry_in_and_said_so() {
     // c may run on CPUs 0 and 1, a is pinned to 0: a's jitter D − C = 4 ms.
     // R_c = 5+3 = 8 → 5 + ⌈12/7⌉·3 = 11 → 5 + ⌈15/7⌉·3 = 14 → 5 + ⌈18/7⌉·3 = 14.
-    let r = report(&app(&[fifo("a", 3, 7, 50, "[0]"), fifo("c", 5, 20, 10, "[0, 1]")]), 2);
+    let r = report(
+        &app(&[fifo("a", 3, 7, 50, "[0]"), fifo("c", 5, 20, 10, "[0, 1]")]),
+        2,
+    );
     assert_eq!(response(&r, "c"), Some(14 * MS));
     assert_eq!(r.components[1].test, "RTA with carry-in (conservative)");
-    assert!(r.notes.iter().any(|n| n.contains("c may run on CPUs {0,1}")), "{:?}", r.notes);
+    assert!(
+        r.notes.iter().any(|n| n.contains("c may run on CPUs {0,1}")),
+        "{:?}",
+        r.notes
+    );
     // CPU loads: c counts half on each CPU: 3/7 + 0.125 = 0.553571 and 0.125.
     assert_eq!(r.cpu_load[0].utilization, 0.553571);
     assert_eq!(r.cpu_load[1].utilization, 0.125);
@@ -97,7 +112,10 @@ fn several_cpus_are_analysed_with_carry_in_and_said_so() {
 #[test]
 fn equal_priorities_count_as_higher() {
     // a and b at priority 10 on one CPU: R_a = 2 + 3 = 5, R_b = 3 + 2 = 5.
-    let r = report(&app(&[fifo("a", 2, 10, 10, "[0]"), fifo("b", 3, 10, 10, "[0]")]), 1);
+    let r = report(
+        &app(&[fifo("a", 2, 10, 10, "[0]"), fifo("b", 3, 10, 10, "[0]")]),
+        1,
+    );
     assert_eq!(response(&r, "a"), Some(5 * MS));
     assert_eq!(response(&r, "b"), Some(5 * MS));
     assert_eq!(r.components[0].test, "RTA (one CPU, ties as higher)");
@@ -118,19 +136,34 @@ fn admission_sums_as_the_kernel_does() {
     // 2 CPUs: limit cap_scale(to_ratio(1s, 950ms), 2048) = 996147·2 = 1992294, fair servers
     // 2·to_ratio(1s, 50ms) = 2·52428 = 104856, so 1887438 for tasks. Each 1 ms / 10 ms is
     // to_ratio = 104857: 18 of them are 1887426 (admitted), the 19th would make 1992283.
-    let parts: Vec<String> = (0..19).map(|i| dl(&format!("r{i:02}"), 1, 10, 10, "[0, 1]")).collect();
+    let parts: Vec<String> = (0..19)
+        .map(|i| dl(&format!("r{i:02}"), 1, 10, 10, "[0, 1]"))
+        .collect();
     let r = report(&app(&parts), 2);
     let d = &r.domains[0];
     assert_eq!(d.requested_bw, 19 * 104857);
     assert_eq!(d.available_bw, Some(1887438));
     assert!(!d.admitted);
-    let adm = r.violations.iter().find(|v| matches!(v, Violation::Admission { .. })).unwrap();
-    let Violation::Admission { refused, requested, available, cpus, .. } = adm else { unreachable!() };
+    let adm = r
+        .violations
+        .iter()
+        .find(|v| matches!(v, Violation::Admission { .. }))
+        .unwrap();
+    let Violation::Admission {
+        refused,
+        requested,
+        available,
+        cpus,
+        ..
+    } = adm
+    else {
+        unreachable!()
+    };
     assert_eq!(refused, &vec!["r18".to_string()]);
     assert_eq!(cpus, &vec![0, 1]);
     assert_eq!(*requested, 1.899989); // 1992283 / 2^20, to the ppm
     assert_eq!(*available, 1.800001); // 1887438 / 2^20
-    // 18 fit.
+                                      // 18 fit.
     let r = report(&app(&parts[..18]), 2);
     assert!(r.domains[0].admitted, "{:?}", r.violations);
 }
@@ -144,14 +177,22 @@ fn edf_demand_on_one_cpu() {
     assert!(!r.domains[0].edf_ok);
     assert_eq!(
         r.violations,
-        vec![Violation::EdfDemand { cpus: vec![0], components: vec!["A".into(), "B".into()], at_ns: 5 * MS, demand_ns: 6 * MS }]
+        vec![Violation::EdfDemand {
+            cpus: vec![0],
+            components: vec!["A".into(), "B".into()],
+            at_ns: 5 * MS,
+            demand_ns: 6 * MS
+        }]
     );
     assert!(r.components.iter().all(|c| !c.ok && c.response_ns.is_none()));
 }
 
 #[test]
 fn overlapping_deadline_cpu_sets_are_refused() {
-    let r = report(&app(&[dl("A", 1, 10, 10, "[0]"), dl("B", 1, 10, 10, "[0, 1]")]), 2);
+    let r = report(
+        &app(&[dl("A", 1, 10, 10, "[0]"), dl("B", 1, 10, 10, "[0, 1]")]),
+        2,
+    );
     assert!(r.violations.contains(&Violation::OverlappingDomains {
         cpus: vec![0],
         other_cpus: vec![0, 1],
@@ -171,8 +212,18 @@ fn estimates_above_budgets() {
     assert_eq!(
         r.violations,
         vec![
-            Violation::EstimateOverBudget { component: "a".into(), wcet_ns: 3 * MS, budget_ns: 2 * MS, budget_is: "budget" },
-            Violation::EstimateOverBudget { component: "d".into(), wcet_ns: 2 * MS, budget_ns: MS, budget_is: "reservation runtime" },
+            Violation::EstimateOverBudget {
+                component: "a".into(),
+                wcet_ns: 3 * MS,
+                budget_ns: 2 * MS,
+                budget_is: "budget"
+            },
+            Violation::EstimateOverBudget {
+                component: "d".into(),
+                wcet_ns: 2 * MS,
+                budget_ns: MS,
+                budget_is: "reservation runtime"
+            },
         ]
     );
 }
@@ -180,7 +231,14 @@ fn estimates_above_budgets() {
 #[test]
 fn missing_cpu() {
     let r = report(&app(&[fifo("a", 1, 10, 10, "[5]")]), 2);
-    assert_eq!(r.violations, vec![Violation::CpuNotPresent { component: "a".into(), cpu: 5, cpus: 2 }]);
+    assert_eq!(
+        r.violations,
+        vec![Violation::CpuNotPresent {
+            component: "a".into(),
+            cpu: 5,
+            cpus: 2
+        }]
+    );
 }
 
 const PIPE: &str = r#"
@@ -223,14 +281,27 @@ fn memory_sums() {
     // Application: 2700 ≤ 3000.
     let r = report(PIPE, 1);
     let f = &r.memory.components[1];
-    assert_eq!((f.channel_bytes, f.releases_in_flight, f.total_bytes), (300, 1, 1500));
+    assert_eq!(
+        (f.channel_bytes, f.releases_in_flight, f.total_bytes),
+        (300, 1, 1500)
+    );
     assert_eq!(r.memory.components[0].total_bytes, 1200);
     assert_eq!(r.memory.total_bytes, 2700);
     assert!(r.memory.ok);
-    assert_eq!(r.violations, vec![Violation::ComponentMemory { component: "f".into(), use_bytes: 1500, limit_bytes: 1499 }]);
+    assert_eq!(
+        r.violations,
+        vec![Violation::ComponentMemory {
+            component: "f".into(),
+            use_bytes: 1500,
+            limit_bytes: 1499
+        }]
+    );
     // An application limit of 2699 is one byte short.
     let r = report(&PIPE.replace("\"3000B\"", "\"2699B\""), 1);
-    assert!(r.violations.contains(&Violation::AppMemory { use_bytes: 2700, limit_bytes: 2699 }));
+    assert!(r.violations.contains(&Violation::AppMemory {
+        use_bytes: 2700,
+        limit_bytes: 2699
+    }));
 }
 
 #[test]
@@ -239,10 +310,15 @@ fn channel_bound() {
     // s's sends fall in [release, release + 1 ms]: ⌈(13 + 1)/10⌉ = 2 releases, 1 message each.
     let r = report(PIPE, 1);
     let c = &r.channels[0];
-    assert_eq!((c.window_ns, c.messages, c.capacity, c.pool_bytes), (13 * MS, 2, 3, 300));
+    assert_eq!(
+        (c.window_ns, c.messages, c.capacity, c.pool_bytes),
+        (13 * MS, 2, 3, 300)
+    );
     assert!(c.ok);
     // Three messages per release: 6 > 5.
-    let text = PIPE.replace("capacity = 3", "capacity = 5\nper_release = 3").replace("\"1499B\"", "\"2000B\"");
+    let text = PIPE
+        .replace("capacity = 3", "capacity = 5\nper_release = 3")
+        .replace("\"1499B\"", "\"2000B\"");
     let r = report(&text, 1);
     assert_eq!(
         r.violations,
@@ -277,18 +353,36 @@ fn audio_sessions() {
     let r = report(&app(&[m.clone(), audio("bad", 44100, 480, 2)]), 1);
     assert_eq!(
         r.violations,
-        vec![Violation::AudioPeriod { session: "bad".into(), component: "m".into(), burst_frames: 480, rate: 44100, period_ns: 10 * MS }]
+        vec![Violation::AudioPeriod {
+            session: "bad".into(),
+            component: "m".into(),
+            burst_frames: 480,
+            rate: 44100,
+            period_ns: 10 * MS
+        }]
     );
     assert!(r.violations[0].to_string().contains("burst_frames = 441"));
     assert_eq!(r.audio[0].burst_ns, 10_884_353);
     // An unsupported rate, too many channels, and two rates.
-    let r = report(&app(&[m, audio("x", 12000, 120, 9), audio("y", 48000, 480, 2)]), 1);
+    let r = report(
+        &app(&[m, audio("x", 12000, 120, 9), audio("y", 48000, 480, 2)]),
+        1,
+    );
     assert_eq!(
         r.violations,
         vec![
-            Violation::AudioRatesDiffer { sessions: vec!["x".into(), "y".into()], rates: vec![12000, 48000] },
-            Violation::AudioRate { session: "x".into(), rate: 12000 },
-            Violation::AudioChannels { session: "x".into(), channels: 9 },
+            Violation::AudioRatesDiffer {
+                sessions: vec!["x".into(), "y".into()],
+                rates: vec![12000, 48000]
+            },
+            Violation::AudioRate {
+                session: "x".into(),
+                rate: 12000
+            },
+            Violation::AudioChannels {
+                session: "x".into(),
+                channels: 9
+            },
         ]
     );
 }

@@ -81,7 +81,8 @@ pub fn response_time_jitter(
             }
             r.checked_add(jitter)?
                 .div_ceil(j.t)
-                .checked_mul(j.c).and_then(|w| acc.checked_add(w))
+                .checked_mul(j.c)
+                .and_then(|w| acc.checked_add(w))
         })?;
         if next == r {
             return Some(r);
@@ -336,10 +337,16 @@ mod tests {
         let a = Timing::implicit(3, 7);
         assert_eq!(response_time_jitter(&c, [(a, 4)].into_iter(), 20), Some(14));
         assert_eq!(response_time_jitter(&c, [(a, 0)].into_iter(), 20), Some(11));
-        assert_eq!(response_time_jitter(&c, [(a, 0)].into_iter(), 20), response_time(&c, [a].into_iter(), 20));
+        assert_eq!(
+            response_time_jitter(&c, [(a, 0)].into_iter(), 20),
+            response_time(&c, [a].into_iter(), 20)
+        );
         assert_eq!(response_time_jitter(&c, [(a, 4)].into_iter(), 13), None);
         // A zero period is no panic.
-        assert_eq!(response_time_jitter(&c, [(Timing::new(1, 1, 0), 0)].into_iter(), 20), None);
+        assert_eq!(
+            response_time_jitter(&c, [(Timing::new(1, 1, 0), 0)].into_iter(), 20),
+            None
+        );
     }
 
     #[test]
