@@ -463,7 +463,8 @@ fn shares_cpu(a: &Component, b: &Component) -> bool {
     a.cpus.iter().any(|c| b.cpus.contains(c))
 }
 
-/// Checks a manifest for `machine`.
+/// Checks a manifest for `machine`. The manifest is one [`Manifest::from_toml`] accepted (the
+/// analyses assume its invariants: periods above 0, D ≤ T, names that refer to components).
 pub fn check(m: &Manifest, machine: &Machine) -> Report {
     let mut v = Vec::new();
     let mut notes = Vec::new();
@@ -936,7 +937,9 @@ fn audio_checks(m: &Manifest, v: &mut Vec<Violation>) -> Vec<AudioCheck> {
                 rate: a.rate,
                 channels: a.channels,
                 burst_frames: a.burst_frames,
-                burst_ns: (u128::from(a.burst_frames) * 1_000_000_000 / u128::from(a.rate)) as u64,
+                burst_ns: (u128::from(a.burst_frames) * 1_000_000_000)
+                    .checked_div(u128::from(a.rate))
+                    .map_or(0, |ns| ns as u64),
                 period_ns: period,
                 ok,
             }
