@@ -20,6 +20,7 @@ mod gen;
 mod output;
 mod period;
 mod run;
+mod runtime;
 mod sim;
 mod sim_kernel;
 mod sim_report;
@@ -70,6 +71,9 @@ enum Command {
     /// Run an rt-app workload or a task set on this machine's kernel and measure every job (as
     /// `sim` does).
     Run(run::Args),
+    /// The real-time component runtime (RTDroid-style): `pacer runtime check APP.toml` validates
+    /// an application manifest (schedulability, memory, channels, audio) before it starts.
+    Runtime(runtime::Args),
     /// Measure this machine's working-set costs (warm, migrated, evicted) for `sim --cache-model`.
     Calibrate(calibrate::Args),
     /// Compare the response times of two job CSVs (e.g. `pacer sim` against `pacer run`).
@@ -165,6 +169,7 @@ fn main() -> ExitCode {
         Command::Experiment(a) => experiment::run(*a),
         Command::Audio(a) => audio_bench::run(*a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Runtime(a) => return finish(code(runtime::run(a))),
         Command::Compare(a) => return finish(code(compare::run(a))),
         Command::Bench(a) => bench::run(a),
         Command::Period(a) => period::run(a),

@@ -1,7 +1,13 @@
-//! pacer's real-time component runtime, after RTDroid (Yan et al., "Can Android Run on Time?
-//! Extending and Measuring the Android Platform's Timeliness", ACM TECS 17(6), 2019): components
-//! declared in a manifest with their timing and memory needs, validated before anything starts,
-//! run on real-time threads and connected by preallocated channels that deliver messages in
-//! sender-priority order (see docs/runtime.md).
+//! The real-time component runtime (rtdroid-android-timeliness.txt, §3): an application is a set
+//! of components (periodic tasks, services, receivers) declared in a manifest with their timing
+//! and memory needs, connected by preallocated channels and served by an audio manager, and the
+//! whole application is validated before anything starts (§3, "Verification checks").
+//!
+//! - [`manifest`]: the TOML manifest (docs/formats/manifest.md), parsed key by key;
+//! - [`validate`]: the checks before start: schedulability with `pacer_analysis` for the chosen
+//!   policy, memory sums, channel capacities, audio sessions (`pacer runtime check`);
+//! - [`channel`]: the preallocated, sender-priority-ordered channels (§3.2).
 
 pub mod channel;
+pub mod manifest;
+pub mod validate;

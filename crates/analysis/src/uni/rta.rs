@@ -55,6 +55,42 @@ pub fn response_time(k: &Timing, hp: impl Iterator<Item = Timing> + Clone, limit
     }
 }
 
+/// Response time of `k` when each higher-priority task `(j, J_j)` may be released up to J_j
+/// after its period boundary (release jitter: Tindell's extension in Audsley, Burns, Richardson,
+/// Tindell & Wellings 1993, R_k = C_k + Σ ⌈(R_k + J_j)/T_j⌉ C_j), or `None` once it exceeds
+/// `limit`. With J_j = D_j − C_j the term bounds the work of a task that meets its deadlines in
+/// any window, carry-in included (it is never below Bertogna & Cirinei's workload bound), which
+/// is what a caller needs when the interferers do not share one synchronous start with `k`.
+pub fn response_time_jitter(
+    k: &Timing,
+    hp: impl Iterator<Item = (Timing, u64)> + Clone,
+    limit: u64,
+) -> Option<u64> {
+    let mut r = hp.clone().try_fold(k.c, |acc, (j, _)| acc.checked_add(j.c))?;
+    loop {
+        if r > limit {
+            return None;
+        }
+        let next = hp.clone().try_fold(k.c, |acc, (j, jitter)| {
+            if j.c == 0 {
+                return Some(acc);
+            }
+            // A zero period with C > 0 is unbounded interference.
+            if j.t == 0 {
+                return None;
+            }
+            r.checked_add(jitter)?
+                .div_ceil(j.t)
+                .checked_mul(j.c)
+                .and_then(|w| acc.checked_add(w))
+        })?;
+        if next == r {
+            return Some(r);
+        }
+        r = next;
+    }
+}
+
 /// Σ_j ⌈t/T_j⌉ C_j over a growing set of tasks, at an instant t that only moves forward.
 ///
 /// Sums are u128 and saturate: a sum above u64::MAX exceeds every deadline, which is all the
@@ -291,6 +327,26 @@ mod tests {
         assert_eq!(acc.sum(), 18);
         acc.advance(30); // backwards: ignored
         assert_eq!(acc.sum(), 18);
+    }
+
+    #[test]
+    fn jitter_extends_interference() {
+        // a (C=3, T=7) with jitter 4 against c (C=5): R = 5+3 = 8 → 5 + ⌈12/7⌉·3 = 11 →
+        // 5 + ⌈15/7⌉·3 = 14 → 5 + ⌈18/7⌉·3 = 14. Without jitter: 5 + ⌈8/7⌉·3 = 11 → 11.
+        let c = Timing::implicit(5, 20);
+        let a = Timing::implicit(3, 7);
+        assert_eq!(response_time_jitter(&c, [(a, 4)].into_iter(), 20), Some(14));
+        assert_eq!(response_time_jitter(&c, [(a, 0)].into_iter(), 20), Some(11));
+        assert_eq!(
+            response_time_jitter(&c, [(a, 0)].into_iter(), 20),
+            response_time(&c, [a].into_iter(), 20)
+        );
+        assert_eq!(response_time_jitter(&c, [(a, 4)].into_iter(), 13), None);
+        // A zero period is no panic.
+        assert_eq!(
+            response_time_jitter(&c, [(Timing::new(1, 1, 0), 0)].into_iter(), 20),
+            None
+        );
     }
 
     #[test]
