@@ -146,7 +146,8 @@ impl Component {
 pub enum Overflow {
     /// The new message is refused and its sender told.
     DropNewest,
-    /// The oldest queued message is dropped (its sender told) to make room.
+    /// The oldest message of the lowest-priority sender with messages queued is dropped (its
+    /// sender told) to make room, whatever the new message's priority (`channel::Overflow::DropOldest`).
     DropOldest,
     /// RTDroid's rule (Fig. 9, `priority&oldest`): the oldest message of the lowest-priority
     /// sender below the new message's sender is dropped (its sender told); if every queued
