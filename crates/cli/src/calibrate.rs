@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// Working-set sizes (bytes, or with K/M suffixes: 1K = 1024), comma-separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_bytes,
+    #[arg(long, value_delimiter = ',', value_parser = pacer_model::bytes::parse_bytes,
           default_value = "4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M")]
     sizes: Vec<u64>,
     /// Access orders to measure.
@@ -45,7 +45,7 @@ pub struct Args {
     )]
     cpus: Vec<usize>,
     /// Bytes of the evicting buffer (default: twice the largest shared cache, 64M without one).
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_parser = pacer_model::bytes::parse_bytes)]
     evict: Option<u64>,
     /// Seed of the random order.
     #[arg(long, default_value_t = 0)]
@@ -53,24 +53,6 @@ pub struct Args {
     /// Print the profile as JSON on standard output (no table, no progress).
     #[arg(long)]
     json: bool,
-}
-
-/// `16384`, `16K`, `16KiB`, `4M`, `4MiB`.
-pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = if let Some(n) = t.strip_suffix("KiB").or_else(|| t.strip_suffix('K')) {
-        (n, 1u64 << 10)
-    } else if let Some(n) = t.strip_suffix("MiB").or_else(|| t.strip_suffix('M')) {
-        (n, 1 << 20)
-    } else if let Some(n) = t.strip_suffix("GiB").or_else(|| t.strip_suffix('G')) {
-        (n, 1 << 30)
-    } else {
-        (t, 1)
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("`{s}` is not a size (expected bytes, or a number with K, M or G: 16K, 4M)"))
 }
 
 fn parse_order(s: &str) -> Result<WssOrder, String> {
@@ -189,13 +171,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_with_suffixes() {
-        assert_eq!(parse_bytes("16K"), Ok(16384));
-        assert_eq!(parse_bytes("256KiB"), Ok(262144));
-        assert_eq!(parse_bytes("4M"), Ok(4 << 20));
-        assert_eq!(parse_bytes("64"), Ok(64));
-        assert!(parse_bytes("4Q").is_err());
-        assert!(parse_bytes("99999999999G").is_err());
+    fn orders_parse() {
+        assert!(matches!(parse_order("random"), Ok(WssOrder::Random)));
         assert!(parse_order("diagonal").is_err());
     }
 }

@@ -102,7 +102,7 @@ pub struct Args {
     pub cache_model: Option<PathBuf>,
     /// Working-set size of every task of a task set that gives none (bytes, or 16K, 256K, 1M;
     /// a multiple of 64): each job then passes over that many bytes (docs/formats/taskset.md).
-    #[arg(long, value_name = "SIZE", value_parser = crate::calibrate::parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = pacer_model::bytes::parse_bytes)]
     pub wss: Option<u64>,
     /// How long a thread moving into an rt-app task group sleeps when no other move came just
     /// before (writing to a cgroup's `tasks` waits for an RCU grace period) [default: this

@@ -99,13 +99,7 @@ pub fn caches_of(cpu: usize) -> Vec<CacheLevel> {
 
 /// sysfs cache sizes: `32K`, `1024K`, `32768K`, `2M`.
 fn parse_size(s: &str) -> Option<u64> {
-    let (num, mult) = match s.as_bytes().last()? {
-        b'K' => (&s[..s.len() - 1], 1u64 << 10),
-        b'M' => (&s[..s.len() - 1], 1 << 20),
-        b'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok().map(|n| n * mult)
+    pacer_model::bytes::parse_bytes(s).ok()
 }
 
 /// Whether a cache is private to one CPU (its `shared_cpu_list` names one CPU).

@@ -1,6 +1,7 @@
 //! pacer's vocabulary, shared by every other crate: integer-nanosecond time, tasks and task sets,
 //! jobs, SCHED_DEADLINE reservations, platforms, and the task-set file format.
 
+pub mod bytes;
 pub mod format;
 pub mod job;
 pub mod platform;

@@ -577,41 +577,17 @@ fn count(k: &mut Keys, key: &str, what: &str) -> Result<u32, ManifestError> {
         .ok_or_else(|| k.bad(key, what, &v.to_string()))
 }
 
-/// Parses a size with a unit: `B`, `KiB`, `MiB`, `GiB` (1024-based) or `KB`, `MB`, `GB`
-/// (1000-based). As with durations, a bare number other than 0 is refused: whether `64` meant
-/// bytes or KiB changes a budget by 1024.
+/// Parses a size with a unit (`pacer_model::bytes`: `B`, `KiB`, `MiB`, `GiB`, 1024-based). As
+/// with durations, a bare number other than 0 is refused: whether `64` meant bytes or KiB
+/// changes a budget by 1024.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = (&t[..split], t[split..].trim());
-    if num.is_empty() {
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && !t.trim_start_matches('0').is_empty() {
         return Err(format!(
-            "\"{text}\" is not a whole number followed by a unit (B, KiB, MiB, GiB)"
+            "\"{text}\" has no unit: write \"{t}B\", \"{t}KiB\" or \"{t}MiB\""
         ));
     }
-    let n: u64 = num.parse().map_err(|_| format!("\"{text}\" is too large"))?;
-    let scale: u64 = match unit {
-        "" if n == 0 => 1,
-        "" => {
-            return Err(format!(
-                "\"{text}\" has no unit: write \"{n}B\", \"{n}KiB\" or \"{n}MiB\""
-            ))
-        }
-        "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        u => {
-            return Err(format!(
-                "unknown unit \"{u}\" in \"{text}\": expected B, KiB, MiB, GiB, KB, MB or GB"
-            ))
-        }
-    };
-    n.checked_mul(scale)
-        .ok_or_else(|| format!("\"{text}\" is too large"))
+    pacer_model::bytes::parse_bytes(t)
 }
 
 /// The keys of one table, taken one at a time so that whatever is left at the end is a key the

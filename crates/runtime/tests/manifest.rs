@@ -88,7 +88,7 @@ fn base_parses_to_integer_ns_and_bytes() {
             period_ns: 20_000_000
         }
     );
-    assert_eq!((b.persistent_bytes, b.per_release_bytes), (4096, 1000));
+    assert_eq!((b.persistent_bytes, b.per_release_bytes), (4096, 1024));
     assert_eq!(b.cpus, vec![0, 1]);
     let c = &m.channels[0];
     assert_eq!(

@@ -544,19 +544,10 @@ fn parse_generator(file: &str, table: toml::Table) -> Result<Generator, SpecErro
     Ok(out)
 }
 
-/// `16KiB`, `16KB` (both 1024-based, as cache sizes are quoted), `1MiB`, `4096B` or `4096`.
+/// `16KiB`, `16KB` (both 1024-based, as cache sizes are quoted), `1MiB`, `4096B` or `4096`:
+/// `pacer_model::bytes`, the one rule of every pacer format.
 pub fn parse_size(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let scale = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1024,
-        "m" | "mb" | "mib" => 1024 * 1024,
-        _ => return None,
-    };
-    n.checked_mul(scale)
+    pacer_model::bytes::parse_bytes(s).ok()
 }
 
 /// The keys of one TOML table, taken one by one so that what is left at the end is unknown.
