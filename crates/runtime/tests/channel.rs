@@ -169,7 +169,8 @@ fn drop_oldest_evicts_the_oldest_of_the_lowest_priority_and_returns_it() {
                     message: 10,
                     sender: SenderId(0),
                     priority: 1,
-                    seq: 0
+                    seq: 0,
+                    sent_ns: victim.sent_ns,
                 }
             );
         }
