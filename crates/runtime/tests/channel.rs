@@ -1,6 +1,8 @@
 //! The channel's contract: delivery order, each overflow rule with its counters and notices,
 //! blocking and disconnection, no allocation after creation, every message accounted for exactly
-//! once under concurrent senders, and a model check against a plain reference queue.
+//! once under concurrent senders, and a model check against a plain reference queue; for byte
+//! channels the same, plus lengths, timestamps, `wait`, and a check that a byte channel and a
+//! typed channel given the same traffic deliver, evict and drop the same messages.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -8,7 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use pacer_runtime::channel::{
-    channel, ChannelError, Counters, Envelope, Overflow, Priority, RecvError, SendError, SenderId, Sent,
+    byte_channel, channel, ByteReceiver, ByteSendError, ByteSender, ByteSent, ChannelError, Counters,
+    Envelope, Meta, Monitor, Overflow, Priority, RecvError, SendError, SenderId, Sent,
 };
 use proptest::prelude::*;
 
@@ -697,5 +700,607 @@ proptest! {
         for (s, stats) in per.iter().enumerate() {
             prop_assert_eq!(stats.counters, model.counters[s]);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timestamps, `wait`, and byte channels.
+
+/// CLOCK_MONOTONIC in ns, read as the channel reads it.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is valid for writes.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) }, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Every pending byte message, most urgent first, with its bytes.
+fn recv_all_bytes(rx: &mut ByteReceiver) -> Vec<(Meta, Vec<u8>)> {
+    let mut buf = vec![0u8; rx.message_size()];
+    let mut out = Vec::new();
+    while let Ok(meta) = rx.try_recv_into(&mut buf) {
+        out.push((meta, buf[..meta.len].to_vec()));
+    }
+    out
+}
+
+fn byte_victim(sent: Result<ByteSent, ByteSendError>) -> Meta {
+    match sent {
+        Ok(ByteSent::Evicted { victim, .. }) => victim,
+        other => panic!("expected an eviction, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_handles_have_the_promised_auto_traits() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    fn clone<T: Clone>() {}
+    send_sync::<ByteSender>();
+    send::<ByteReceiver>();
+    send_sync::<Monitor>();
+    clone::<Monitor>();
+}
+
+#[test]
+fn typed_sent_ns_is_monotone_within_the_tests_clock_readings() {
+    let (tx, mut rx) = channel::<u32>("ts", 64, Overflow::DropNewest, &[1, 2]).unwrap();
+    let before = monotonic_ns();
+    for i in 0..40 {
+        tx[(i % 2) as usize].send(i).unwrap();
+    }
+    let after = monotonic_ns();
+    let mut got = recv_all(&mut rx);
+    got.sort_by_key(|e| e.seq);
+    assert_eq!(got.len(), 40);
+    for pair in got.windows(2) {
+        assert!(pair[0].sent_ns <= pair[1].sent_ns, "{pair:?}");
+    }
+    assert!(got[0].sent_ns >= before, "{} < {before}", got[0].sent_ns);
+    assert!(got[39].sent_ns <= after, "{} > {after}", got[39].sent_ns);
+    // Not a constant: 40 sends over a real clock take more than 0 ns.
+    assert!(got[39].sent_ns > got[0].sent_ns);
+}
+
+#[test]
+fn typed_wait_reports_the_oldest_pending_send_without_taking_it() {
+    let (tx, mut rx) = channel::<u32>("wait", 8, Overflow::DropNewest, &[1, 9]).unwrap();
+    assert_eq!(rx.wait(Duration::ZERO), Ok(None));
+    tx[0].send(1).unwrap();
+    thread::sleep(Duration::from_millis(1));
+    tx[1].send(9).unwrap();
+    let oldest = rx.wait(Duration::from_secs(60)).unwrap();
+    assert_eq!(rx.len().unwrap(), 2);
+    // The urgent message comes first, but the oldest pending one is the priority-1 message.
+    let first = rx.try_recv().unwrap();
+    let second = rx.try_recv().unwrap();
+    assert_eq!((first.message, second.message), (9, 1));
+    assert_eq!(oldest, Some(second.sent_ns));
+    assert!(second.sent_ns < first.sent_ns);
+    drop(tx);
+    assert_eq!(rx.wait(Duration::from_secs(60)), Err(RecvError::Disconnected));
+}
+
+#[test]
+fn byte_messages_come_by_priority_then_seq_and_keep_their_length() {
+    let (tx, mut rx) = byte_channel("b-order", 8, 16, Overflow::DropNewest, &[1, 5, 3, 5]).unwrap();
+    assert_eq!(rx.message_size(), 16);
+    assert!(tx.iter().all(|s| s.message_size() == 16));
+    assert_eq!((tx[2].id(), tx[2].priority()), (SenderId(2), 3));
+    let msgs: [(usize, &[u8]); 7] = [
+        (0, b"a"),
+        (2, b"bb"),
+        (1, b""),
+        (0, b"dddd"),
+        (3, b"exactly 16 bytes"),
+        (1, b"ff"),
+        (2, b"g"),
+    ];
+    for (k, (s, m)) in msgs.iter().enumerate() {
+        assert_eq!(tx[*s].send(m), Ok(ByteSent::Queued { seq: k as u64 }));
+    }
+    assert_eq!(rx.len().unwrap(), 7);
+    let got = recv_all_bytes(&mut rx);
+    let seqs: Vec<u64> = got.iter().map(|(m, _)| m.seq).collect();
+    assert_eq!(seqs, [2, 4, 5, 1, 6, 0, 3]);
+    for (meta, bytes) in &got {
+        let (s, m) = msgs[meta.seq as usize];
+        assert_eq!(meta.sender, SenderId(s as u32));
+        assert_eq!(meta.priority, [1, 5, 3, 5][s]);
+        assert_eq!(meta.len, m.len());
+        assert_eq!(bytes, m);
+    }
+    assert_eq!(rx.try_recv_into(&mut [0; 16]), Err(RecvError::Empty));
+    assert!(rx.is_empty().unwrap());
+}
+
+#[test]
+fn a_short_message_does_not_carry_the_previous_occupants_tail() {
+    let (tx, mut rx) = byte_channel("b-short", 1, 8, Overflow::DropNewest, &[1]).unwrap();
+    let mut buf = [0xAAu8; 12];
+    tx[0].send(b"12345678").unwrap();
+    assert_eq!(rx.try_recv_into(&mut buf).unwrap().len, 8);
+    tx[0].send(b"xy").unwrap();
+    let meta = rx.try_recv_into(&mut buf).unwrap();
+    assert_eq!(meta.len, 2);
+    assert_eq!(&buf[..meta.len], b"xy");
+    // Only `len` bytes of the caller's buffer are written.
+    assert_eq!(&buf[2..8], b"345678");
+    assert_eq!(&buf[8..], [0xAA; 4]);
+}
+
+#[test]
+fn a_byte_message_longer_than_the_message_size_is_refused_and_not_counted() {
+    let (mut tx, rx) = byte_channel("b-long", 2, 4, Overflow::DropOldest, &[1]).unwrap();
+    assert_eq!(
+        tx[0].send(b"12345"),
+        Err(ByteSendError::TooLong { len: 5, max: 4 })
+    );
+    let e = tx[0].send(&[0; 100]).unwrap_err();
+    assert!(e.to_string().contains("100"), "{e}");
+    assert_eq!(tx[0].stats().unwrap(), Counters::default());
+    assert_eq!(tx[0].take_evictions().unwrap(), 0);
+    assert_eq!(rx.monitor().stats().unwrap().totals, Counters::default());
+    assert_eq!(tx[0].send(b"1234"), Ok(ByteSent::Queued { seq: 0 }));
+}
+
+#[test]
+fn a_byte_receive_buffer_shorter_than_the_message_size_takes_nothing() {
+    let (tx, mut rx) = byte_channel("b-buf", 2, 8, Overflow::DropNewest, &[1]).unwrap();
+    tx[0].send(b"ab").unwrap();
+    let small = RecvError::BufferTooSmall { len: 7, need: 8 };
+    assert_eq!(rx.try_recv_into(&mut [0; 7]), Err(small));
+    assert_eq!(rx.recv_timeout_into(&mut [0; 7], Duration::ZERO), Err(small));
+    assert_eq!(rx.len().unwrap(), 1);
+    let mut buf = [0u8; 8];
+    assert_eq!(rx.recv_timeout_into(&mut buf, Duration::ZERO).unwrap().len, 2);
+    assert_eq!(&buf[..2], b"ab");
+}
+
+#[test]
+fn byte_sent_ns_is_monotone_within_the_tests_clock_readings() {
+    let (tx, mut rx) = byte_channel("b-ts", 64, 8, Overflow::DropNewest, &[3, 1]).unwrap();
+    let before = monotonic_ns();
+    for i in 0..40u8 {
+        tx[usize::from(i % 2)].send(&[i]).unwrap();
+    }
+    let after = monotonic_ns();
+    let mut got = recv_all_bytes(&mut rx);
+    got.sort_by_key(|(m, _)| m.seq);
+    assert_eq!(got.len(), 40);
+    for pair in got.windows(2) {
+        assert!(pair[0].0.sent_ns <= pair[1].0.sent_ns, "{pair:?}");
+    }
+    assert!(got[0].0.sent_ns >= before);
+    assert!(got[39].0.sent_ns <= after);
+    assert!(got[39].0.sent_ns > got[0].0.sent_ns);
+}
+
+#[test]
+fn byte_wait_reports_the_oldest_pending_send_without_taking_it() {
+    let (tx, mut rx) = byte_channel("b-wait", 8, 4, Overflow::DropNewest, &[1, 5, 9]).unwrap();
+    let start = Instant::now();
+    assert_eq!(rx.wait(Duration::from_millis(20)), Ok(None));
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    tx[1].send(b"5").unwrap();
+    thread::sleep(Duration::from_millis(1));
+    tx[0].send(b"1").unwrap();
+    tx[2].send(b"9").unwrap();
+    let oldest = rx.wait(Duration::ZERO).unwrap();
+    // Asking again gives the same answer: nothing was taken.
+    assert_eq!(rx.wait(Duration::from_secs(60)).unwrap(), oldest);
+    assert_eq!(rx.len().unwrap(), 3);
+    let got = recv_all_bytes(&mut rx);
+    let order: Vec<&[u8]> = got.iter().map(|(_, b)| b.as_slice()).collect();
+    assert_eq!(order, [b"9", b"5", b"1"]);
+    // The oldest is the priority-5 message: neither the most urgent nor the least.
+    assert_eq!(oldest, Some(got[1].0.sent_ns));
+    assert!(got[1].0.sent_ns < got[2].0.sent_ns);
+    assert_eq!(rx.wait(Duration::ZERO), Ok(None));
+}
+
+#[test]
+fn byte_wait_is_woken_by_a_send_and_by_the_last_sender_leaving() {
+    const TIMEOUT: Duration = Duration::from_secs(20);
+    let (mut tx, mut rx) = byte_channel("b-wake", 4, 8, Overflow::DropNewest, &[1]).unwrap();
+    let receiver = thread::spawn(move || {
+        let start = Instant::now();
+        let first = rx.wait(TIMEOUT);
+        let first_took = start.elapsed();
+        let mut buf = [0u8; 8];
+        let got = rx.try_recv_into(&mut buf).map(|m| buf[..m.len].to_vec());
+        let second = rx.wait(TIMEOUT);
+        (first, first_took, got, second, start.elapsed() - first_took)
+    });
+    let sender = tx.pop().unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let before = monotonic_ns();
+    sender.send(b"hello").unwrap();
+    thread::sleep(Duration::from_millis(50));
+    drop(sender);
+    let (first, first_took, got, second, second_took) = receiver.join().unwrap();
+    let sent_ns = first.unwrap().expect("woken without a message");
+    assert!(sent_ns >= before);
+    assert!(first_took < TIMEOUT / 2, "not woken by the send ({first_took:?})");
+    assert_eq!(got.unwrap(), b"hello");
+    assert_eq!(second, Err(RecvError::Disconnected));
+    assert!(
+        second_took < TIMEOUT / 2,
+        "not woken by the drop ({second_took:?})"
+    );
+}
+
+#[test]
+fn byte_overflow_rules_match_the_typed_ones() {
+    // DropNewest: refused, counted, nothing queued touched.
+    let (tx, mut rx) = byte_channel("b-dn", 2, 4, Overflow::DropNewest, &[1, 9]).unwrap();
+    tx[0].send(b"1").unwrap();
+    tx[0].send(b"2").unwrap();
+    assert_eq!(tx[1].send(b"3"), Err(ByteSendError::Dropped));
+    assert_eq!(tx[1].stats().unwrap(), counters(1, 0, 1, 0));
+    let got: Vec<Vec<u8>> = recv_all_bytes(&mut rx).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, [b"1", b"2"]);
+
+    // DropOldest: the oldest of the lowest priority goes, its Meta handed back.
+    let (mut tx, mut rx) = byte_channel("b-do", 3, 4, Overflow::DropOldest, &[1, 9]).unwrap();
+    tx[0].send(b"10").unwrap();
+    tx[1].send(b"90").unwrap();
+    tx[0].send(b"110").unwrap();
+    match tx[1].send(b"91").unwrap() {
+        ByteSent::Evicted { seq, victim } => {
+            assert_eq!(seq, 3);
+            assert_eq!(
+                victim,
+                Meta {
+                    sender: SenderId(0),
+                    priority: 1,
+                    seq: 0,
+                    sent_ns: victim.sent_ns,
+                    len: 2
+                }
+            );
+        }
+        other => panic!("expected an eviction, got {other:?}"),
+    }
+    assert_eq!(byte_victim(tx[0].send(b"12")).len, 3);
+    assert_eq!(tx[0].take_evictions().unwrap(), 2);
+    assert_eq!(tx[0].take_evictions().unwrap(), 0);
+    let got: Vec<Vec<u8>> = recv_all_bytes(&mut rx).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, [&b"90"[..], b"91", b"12"]);
+    assert_eq!(rx.monitor().stats().unwrap().totals, counters(5, 3, 0, 2));
+
+    // StealLowest: only a strictly more urgent sender takes a slot.
+    let (mut tx, mut rx) = byte_channel("b-steal", 2, 4, Overflow::StealLowest, &[1, 5, 9]).unwrap();
+    tx[0].send(b"10").unwrap();
+    tx[1].send(b"50").unwrap();
+    let v = byte_victim(tx[2].send(b"90"));
+    assert_eq!((v.sender, v.seq, v.len), (SenderId(0), 0, 2));
+    assert_eq!(tx[0].send(b"11"), Err(ByteSendError::Dropped));
+    assert_eq!(tx[1].send(b"51"), Err(ByteSendError::Dropped));
+    assert_eq!(byte_victim(tx[2].send(b"91")).seq, 1);
+    assert_eq!(tx[2].send(b"92"), Err(ByteSendError::Dropped));
+    assert_eq!(tx[1].take_evictions().unwrap(), 1);
+    let got: Vec<Vec<u8>> = recv_all_bytes(&mut rx).into_iter().map(|(_, b)| b).collect();
+    assert_eq!(got, [b"90", b"91"]);
+    let per = rx.monitor().sender_stats().unwrap();
+    assert_eq!(per[0].counters, counters(2, 0, 1, 1));
+    assert_eq!(per[1].counters, counters(2, 0, 1, 1));
+    assert_eq!(per[2].counters, counters(3, 2, 1, 0));
+}
+
+#[test]
+fn byte_drain_hands_over_copies_outside_the_lock_in_priority_order() {
+    let (tx, mut rx) = byte_channel("b-drain", 8, 3, Overflow::DropNewest, &[1, 2]).unwrap();
+    for i in 0..3u8 {
+        tx[0].send(&[i; 1]).unwrap();
+        tx[1].send(&[100 + i; 3]).unwrap();
+    }
+    let mut got = Vec::new();
+    let n = rx
+        .drain(4, |meta, bytes| {
+            assert_eq!(meta.len, bytes.len());
+            got.push(bytes.to_vec());
+            // The lock is not held here: the handler may send on the channel it drains.
+            tx[0].send(b"in").unwrap();
+        })
+        .unwrap();
+    assert_eq!(n, 4);
+    assert_eq!(got, [vec![100; 3], vec![101; 3], vec![102; 3], vec![0]]);
+    assert_eq!(rx.len().unwrap(), 2 + 4);
+    assert_eq!(rx.drain(0, |_, _| unreachable!()).unwrap(), 0);
+    assert_eq!(rx.drain(100, |_, _| {}).unwrap(), 6);
+    assert_eq!(rx.drain(100, |_, _| unreachable!()).unwrap(), 0);
+}
+
+#[test]
+fn byte_disconnection_both_ways() {
+    let (tx, mut rx) = byte_channel("b-disc", 4, 2, Overflow::DropNewest, &[1, 2]).unwrap();
+    tx[0].send(b"1").unwrap();
+    tx[1].send(b"2").unwrap();
+    drop(tx);
+    let mut buf = [0u8; 2];
+    // Pending messages outlive their senders.
+    assert!(rx.wait(Duration::from_secs(60)).unwrap().is_some());
+    assert_eq!(rx.try_recv_into(&mut buf).unwrap().priority, 2);
+    assert_eq!(
+        rx.recv_timeout_into(&mut buf, Duration::from_secs(60))
+            .unwrap()
+            .priority,
+        1
+    );
+    assert_eq!(rx.try_recv_into(&mut buf), Err(RecvError::Disconnected));
+    assert_eq!(
+        rx.recv_timeout_into(&mut buf, Duration::from_secs(60)),
+        Err(RecvError::Disconnected)
+    );
+    assert_eq!(rx.wait(Duration::from_secs(60)), Err(RecvError::Disconnected));
+    assert_eq!(rx.drain(10, |_, _| unreachable!()).unwrap(), 0);
+
+    let (tx, rx) = byte_channel("b-norx", 4, 2, Overflow::DropNewest, &[1]).unwrap();
+    let monitor = rx.monitor();
+    drop(rx);
+    assert_eq!(tx[0].send(b"x"), Err(ByteSendError::Disconnected));
+    assert_eq!(monitor.stats().unwrap().totals, counters(1, 0, 1, 0));
+    assert_eq!(monitor.name(), "b-norx");
+}
+
+#[test]
+fn byte_channel_creation_refuses_bad_shapes() {
+    assert!(matches!(
+        byte_channel("z", 0, 8, Overflow::DropNewest, &[1]).err().unwrap(),
+        ChannelError::ZeroCapacity { .. }
+    ));
+    assert!(matches!(
+        byte_channel("n", 4, 8, Overflow::DropNewest, &[]).err().unwrap(),
+        ChannelError::NoSenders { .. }
+    ));
+    // capacity × message_size overflows usize: refused, not a panic or an abort.
+    assert_eq!(
+        byte_channel("huge", 1 << 20, usize::MAX / 2, Overflow::DropNewest, &[1])
+            .err()
+            .unwrap(),
+        ChannelError::OutOfMemory {
+            name: "huge".into(),
+            capacity: 1 << 20,
+            slot_bytes: usize::MAX / 2
+        }
+    );
+    // Fits usize but not memory.
+    assert!(matches!(
+        byte_channel("big", 1 << 20, 1 << 42, Overflow::DropNewest, &[1])
+            .err()
+            .unwrap(),
+        ChannelError::OutOfMemory { .. }
+    ));
+    // Empty messages are signals: allowed.
+    let (tx, mut rx) = byte_channel("signal", 2, 0, Overflow::DropNewest, &[1]).unwrap();
+    tx[0].send(&[]).unwrap();
+    assert_eq!(tx[0].send(b"x"), Err(ByteSendError::TooLong { len: 1, max: 0 }));
+    assert_eq!(rx.try_recv_into(&mut []).unwrap().len, 0);
+}
+
+#[test]
+fn one_monitor_type_serves_typed_and_byte_channels() {
+    let (typed_tx, typed_rx) = channel::<u64>("typed", 4, Overflow::DropNewest, &[1]).unwrap();
+    let (byte_tx, byte_rx) = byte_channel("bytes", 2, 8, Overflow::DropOldest, &[1, 2]).unwrap();
+    let monitors: Vec<Monitor> = vec![typed_rx.monitor(), byte_rx.monitor()];
+    typed_tx[0].send(1).unwrap();
+    byte_tx[1].send(b"x").unwrap();
+    byte_tx[1].send(b"y").unwrap();
+    byte_tx[0].send(b"z").unwrap();
+    let reporter = thread::spawn(move || {
+        monitors
+            .iter()
+            .map(|m| {
+                (
+                    m.name().to_string(),
+                    m.stats().unwrap(),
+                    m.sender_stats().unwrap().len(),
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    let seen = reporter.join().unwrap();
+    assert_eq!(seen[0].0, "typed");
+    assert_eq!((seen[0].1.pending, seen[0].1.totals), (1, counters(1, 0, 0, 0)));
+    assert_eq!(seen[0].2, 1);
+    assert_eq!(seen[1].0, "bytes");
+    assert_eq!(
+        (seen[1].1.capacity, seen[1].1.overflow),
+        (2, Overflow::DropOldest)
+    );
+    assert_eq!((seen[1].1.pending, seen[1].1.totals), (2, counters(3, 0, 0, 1)));
+    assert_eq!(seen[1].2, 2);
+    assert!(format!("{:?}", byte_rx.monitor()).contains("bytes"));
+}
+
+#[test]
+fn no_allocation_on_byte_paths_after_creation() {
+    let priorities: Vec<Priority> = (0..8).collect();
+    for overflow in [Overflow::DropNewest, Overflow::DropOldest, Overflow::StealLowest] {
+        let (mut tx, mut rx) = byte_channel("b-noalloc", 4, 64, overflow, &priorities).unwrap();
+        let monitor = rx.monitor();
+        let mut buf = [0u8; 64];
+        let msg = [7u8; 64];
+        let (n, (delivered, waited)) = allocations_in(|| {
+            let (mut delivered, mut waited) = (0usize, 0usize);
+            for round in 0..200usize {
+                for (i, s) in tx.iter().enumerate() {
+                    // Every outcome is exercised: queued, dropped, evicted, too long.
+                    let _ = s.send(&msg[..(round + i) % 65]);
+                }
+                let _ = tx[1].send(&[0; 65]);
+                let _ = tx[0].take_evictions();
+                let _ = tx[3].stats();
+                if rx.wait(Duration::ZERO).unwrap().is_some() {
+                    waited += 1;
+                }
+                if round.is_multiple_of(3) {
+                    delivered += rx.drain(2, |m, b| assert_eq!(m.len, b.len())).unwrap();
+                }
+                if rx.try_recv_into(&mut buf).is_ok() {
+                    delivered += 1;
+                }
+                let _ = rx.recv_timeout_into(&mut buf, Duration::ZERO);
+                let _ = rx.try_recv_into(&mut buf[..1]);
+                let _ = rx.len();
+                let _ = monitor.stats();
+            }
+            while rx.try_recv_into(&mut buf).is_ok() {}
+            // Both sleeps to their timeout.
+            assert_eq!(
+                rx.recv_timeout_into(&mut buf, Duration::from_micros(100)),
+                Err(RecvError::Timeout)
+            );
+            assert_eq!(rx.wait(Duration::from_micros(100)), Ok(None));
+            (delivered, waited)
+        });
+        assert_eq!(n, 0, "{overflow:?}: {n} allocations after creation");
+        assert!(delivered > 0 && waited > 0);
+        let totals = monitor.stats().unwrap().totals;
+        assert_eq!(totals.sent, 200 * 8);
+        assert!(
+            totals.dropped + totals.evicted > 0,
+            "{overflow:?}: overflow never exercised"
+        );
+    }
+}
+
+#[test]
+fn no_allocation_when_a_byte_send_wakes_a_waiting_receiver() {
+    let (mut tx, mut rx) =
+        byte_channel("b-noalloc-threads", 16, 256, Overflow::StealLowest, &[1, 2]).unwrap();
+    let hi = tx.pop().unwrap();
+    let lo = tx.pop().unwrap();
+    let receiver = thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        allocations_in(|| {
+            let mut n = 0u64;
+            let mut round = 0u64;
+            loop {
+                round += 1;
+                // Both sleeps: `wait` then a drain, and `recv_timeout_into`.
+                let r = if round.is_multiple_of(2) {
+                    rx.wait(Duration::from_secs(60)).map(|_| {
+                        n += rx.drain(4, |_, b| assert!(b.len() <= 256)).unwrap() as u64;
+                    })
+                } else {
+                    rx.recv_timeout_into(&mut buf, Duration::from_secs(60))
+                        .map(|_| n += 1)
+                };
+                match r {
+                    Ok(()) => {}
+                    Err(RecvError::Disconnected) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            n
+        })
+    });
+    let sender = thread::spawn(move || {
+        let msg = [3u8; 256];
+        allocations_in(|| {
+            for i in 0..2000usize {
+                let _ = lo.send(&msg[..i % 257 % 256]);
+                let _ = hi.send(&msg);
+                if i.is_multiple_of(64) {
+                    thread::yield_now();
+                }
+            }
+            drop(lo);
+            drop(hi);
+        })
+        .0
+    });
+    let sender_allocs = sender.join().unwrap();
+    let (receiver_allocs, received) = receiver.join().unwrap();
+    assert_eq!(sender_allocs, 0);
+    assert_eq!(receiver_allocs, 0);
+    assert!(received > 0);
+}
+
+/// A byte message derived from the typed message `k`: its length varies with `k` (0 to
+/// `size`) so that lengths are checked too, and its bytes say `k`.
+fn bytes_for(k: u32, size: usize) -> Vec<u8> {
+    vec![k as u8; k as usize % (size + 1)]
+}
+
+proptest! {
+    /// The same traffic through a typed and a byte channel: the same outcome for every send
+    /// (sequence numbers and victims included), the same deliveries, the same counters, and
+    /// `wait` reporting the oldest of what is left.
+    #[test]
+    fn byte_and_typed_channels_behave_alike(
+        capacity in 1usize..6,
+        size in 0usize..9,
+        overflow in prop_oneof![Just(Overflow::DropNewest), Just(Overflow::DropOldest), Just(Overflow::StealLowest)],
+        priorities in proptest::collection::vec(0u32..4, 5),
+        ops in proptest::collection::vec(op(), 0..200),
+    ) {
+        let (ttx, mut trx) = channel::<u32>("typed", capacity, overflow, &priorities).unwrap();
+        let (btx, mut brx) = byte_channel("bytes", capacity, size, overflow, &priorities).unwrap();
+        let mut buf = vec![0u8; size];
+        // Typed message of each sequence number, to know what an evicted byte message was.
+        let mut by_seq = Vec::new();
+        for (k, op) in ops.into_iter().enumerate() {
+            let m = k as u32;
+            match op {
+                Op::Send(s) => {
+                    let typed = ttx[s].send(m);
+                    let bytes = btx[s].send(&bytes_for(m, size));
+                    match (typed, bytes) {
+                        (Ok(Sent::Queued { seq }), Ok(ByteSent::Queued { seq: bseq })) => {
+                            prop_assert_eq!(seq, bseq);
+                            by_seq.push(m);
+                        }
+                        (Ok(Sent::Evicted { seq, victim }), Ok(ByteSent::Evicted { seq: bseq, victim: bv })) => {
+                            prop_assert_eq!(seq, bseq);
+                            by_seq.push(m);
+                            prop_assert_eq!(
+                                (victim.sender, victim.priority, victim.seq),
+                                (bv.sender, bv.priority, bv.seq)
+                            );
+                            prop_assert_eq!(by_seq[bv.seq as usize], victim.message);
+                            prop_assert_eq!(bv.len, bytes_for(victim.message, size).len());
+                        }
+                        (Err(SendError::Dropped(_)), Err(ByteSendError::Dropped)) => {}
+                        (t, b) => prop_assert!(false, "typed {:?}, bytes {:?}", t, b),
+                    }
+                }
+                Op::Recv => {
+                    let typed = trx.try_recv();
+                    let bytes = brx.try_recv_into(&mut buf);
+                    match (typed, bytes) {
+                        (Ok(e), Ok(meta)) => {
+                            prop_assert_eq!(
+                                (e.sender, e.priority, e.seq),
+                                (meta.sender, meta.priority, meta.seq)
+                            );
+                            let want = bytes_for(e.message, size);
+                            prop_assert_eq!(&buf[..meta.len], want.as_slice());
+                        }
+                        (Err(t), Err(b)) => prop_assert_eq!(t, b),
+                        (t, b) => prop_assert!(false, "typed {:?}, bytes {:?}", t, b),
+                    }
+                }
+            }
+        }
+        let (tm, bm) = (trx.monitor(), brx.monitor());
+        prop_assert_eq!(tm.stats().unwrap().totals, bm.stats().unwrap().totals);
+        let tper: Vec<Counters> = tm.sender_stats().unwrap().iter().map(|s| s.counters).collect();
+        let bper: Vec<Counters> = bm.sender_stats().unwrap().iter().map(|s| s.counters).collect();
+        prop_assert_eq!(tper, bper);
+        let twait = trx.wait(Duration::ZERO).unwrap();
+        let bwait = brx.wait(Duration::ZERO).unwrap();
+        let left: Vec<Envelope<u32>> = recv_all(&mut trx);
+        let bleft = recv_all_bytes(&mut brx);
+        prop_assert_eq!(twait, left.iter().map(|e| e.sent_ns).min());
+        prop_assert_eq!(bwait, bleft.iter().map(|(m, _)| m.sent_ns).min());
+        let tseqs: Vec<u64> = left.iter().map(|e| e.seq).collect();
+        let bseqs: Vec<u64> = bleft.iter().map(|(m, _)| m.seq).collect();
+        prop_assert_eq!(tseqs, bseqs);
     }
 }
