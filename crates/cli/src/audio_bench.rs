@@ -555,6 +555,8 @@ fn load_spec(a: &Args) -> LoadSpec {
         noise_priority: a
             .noise_priority
             .unwrap_or_else(|| a.fifo_priority.saturating_add(1).min(99)),
+        mem_hogs: 0,
+        mem_bytes: 0,
         cpu: a.cpu,
     }
 }

@@ -1,6 +1,11 @@
 //! `pacer`: adaptive real-time scheduling toolkit. Thin subcommands over the library crates; no
 //! algorithm lives here (see ../../../../shared/DESIGN.md, "Layout").
 
+// The runtime's allocation guard (pacer_runtime::guard): `pacer runtime run` reports heap
+// allocations made on a component's real-time path; elsewhere it only passes calls through.
+#[global_allocator]
+static ALLOC: pacer_runtime::guard::GuardedAlloc = pacer_runtime::guard::GuardedAlloc;
+
 mod analyze;
 mod audio;
 mod audio_bench;

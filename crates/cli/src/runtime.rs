@@ -1,14 +1,18 @@
-//! `pacer runtime …`: the real-time component runtime (rtdroid-android-timeliness.txt). Today
-//! `check` (validation before start, `pacer_runtime::validate`); `run` comes next. The checks
-//! themselves live in `pacer_runtime`; this file parses arguments and prints.
+//! `pacer runtime …`: the real-time component runtime (rtdroid-android-timeliness.txt): `check`
+//! (validation before start, `pacer_runtime::validate`) and `run` (the executor,
+//! `pacer_runtime::exec`, with optional background load from `pacer_experiments::load`). The
+//! checks and the executor live in `pacer_runtime`; this file parses arguments and prints.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use std::io::IsTerminal;
+
+use anyhow::{bail, Context, Result};
 use pacer_model::Duration;
 use pacer_runtime::manifest::Manifest;
 use pacer_runtime::validate::{self, Machine, Report};
 
+use crate::output::{Outputs, Stdout};
 use crate::table::Table;
 
 #[derive(clap::Args)]
@@ -17,7 +21,8 @@ pacer runtime check examples/runtime/app.toml\n  \
 pacer runtime check examples/runtime/over-budget.toml --json\n\n\
 An application is a manifest of real-time components (periodic tasks, services, receivers), \
 channels and audio sessions: docs/formats/manifest.md, docs/runtime.md. `check` validates it \
-before anything starts; `run` is planned.")]
+before anything starts; `run` validates it, then runs it on real-time threads and reports \
+release jitter, misses, memory and channel delivery per component.")]
 pub struct Args {
     #[command(subcommand)]
     command: Command,
@@ -28,6 +33,67 @@ enum Command {
     /// Validate an application manifest before anything starts: schedulability, memory,
     /// channel capacities, audio sessions.
     Check(CheckArgs),
+    /// Validate, then run an application: one real-time thread per component, releases
+    /// recorded (jobs CSV), jitter, misses, memory and channel latency reported.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+sudo pacer runtime run examples/runtime/app.toml                       # 10 s, report on stdout\n  \
+sudo pacer runtime run examples/runtime/app.toml --hogs 2 --mem-hogs 1 --jobs rt.csv\n  \
+pacer runtime run examples/runtime/app.toml --plain --jobs plain.csv   # same code, plain threads\n  \
+pacer compare plain.csv rt.csv --report cmp.html                      # side by side\n\n\
+The manifest is validated first, exactly as `pacer runtime check` does; an invalid application is \
+refused before any thread starts (exit 1, every violation listed). Each component then gets its \
+own thread, set up once before the first release: memory locked (mlockall), stack prefaulted, \
+pinned to its `cpus`, SCHED_FIFO at its `priority` or SCHED_DEADLINE with its `reservation` \
+(root or CAP_SYS_NICE), its per-release arena allocated. Periodic components are released every \
+period on an absolute timer; services and receivers when a message is pending on their first \
+input channel, at most once per period. A component without application code (always, from the \
+command line) runs the built-in one: it reads every pending input message, uses its per-release \
+memory, runs its `work` as a calibrated busy loop and sends its messages per release. \
+--plain runs the same on ordinary SCHED_OTHER threads, the baseline of RTDroid's comparison.\n\n\
+Stops after --duration, or at Ctrl-C / SIGTERM / SIGHUP: every component finishes its release \
+and puts its own policy and affinity back.\n\n\
+Exit status: 0 = ran with no deadline miss; 2 = ran, with misses; 1 = refused or failed; \
+128 + N = stopped by signal N before --duration (the report is still complete). \
+More: docs/runtime.md.")]
+pub struct RunArgs {
+    /// The application manifest (TOML).
+    file: PathBuf,
+    /// How long to run (`0s`: until Ctrl-C).
+    #[arg(long, value_parser = crate::analyze::parse_duration, default_value = "10s")]
+    duration: Duration,
+    /// Run on plain SCHED_OTHER threads: no policies, no pinning, no memory locking.
+    #[arg(long)]
+    plain: bool,
+    /// One CSV row per release (docs/formats/jobs-csv.md): task = component, release, start,
+    /// finish, deadline, CPU time, preemptions, CPU. `pacer compare` reads it.
+    #[arg(long, value_name = "FILE")]
+    jobs: Option<PathBuf>,
+    /// Background load: SCHED_OTHER busy threads.
+    #[arg(long, default_value_t = 0, value_parser = crate::count_in::<0, 256>, value_name = "N")]
+    hogs: usize,
+    /// Background load: SCHED_OTHER threads streaming through a 64 MiB buffer each (memory and
+    /// cache pressure).
+    #[arg(long, default_value_t = 0, value_parser = crate::count_in::<0, 256>, value_name = "N")]
+    mem_hogs: usize,
+    /// Background load: periodic SCHED_FIFO noise taking this share of a CPU (e.g. 0.3).
+    #[arg(long, value_name = "SHARE")]
+    noise: Option<f64>,
+    /// Period of the noise.
+    #[arg(long, value_parser = crate::analyze::parse_duration, default_value = "10ms")]
+    noise_period: Duration,
+    /// SCHED_FIFO priority of the noise (default 1, below every component).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=99))]
+    noise_priority: u8,
+    /// Pin the background load to this CPU (default: anywhere).
+    #[arg(long, value_name = "N")]
+    load_cpu: Option<usize>,
+    /// Machine-readable JSON on standard output (schema `pacer.runtime.run/1`).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -62,18 +128,226 @@ pub struct CheckArgs {
 pub fn run(a: Args) -> Result<u8> {
     match a.command {
         Command::Check(c) => check(c),
+        Command::Run(r) => run_app(r),
     }
+}
+
+fn this_machine() -> Result<usize> {
+    pacer_linux::sys::online_cpus()
+        .iter()
+        .max()
+        .map(|&c| c + 1)
+        .context("no online CPU found in /sys/devices/system/cpu/online")
+}
+
+fn run_app(a: RunArgs) -> Result<u8> {
+    use pacer_runtime::exec::{self, App, Mode, RunOptions};
+
+    let mut files = Outputs::new(if a.json { Stdout::Busy } else { Stdout::Free });
+    files.input(&a.file);
+    let jobs = a.jobs.as_deref().map(|p| files.file("--jobs", p)).transpose()?;
+    let manifest = Manifest::from_file(&a.file)?;
+    let report = validate::check(&manifest, &Machine::linux_default(this_machine()?));
+    if !report.is_valid() {
+        eprint!("{}", text(&report));
+        eprintln!(
+            "pacer runtime run: {} is not valid; nothing was started",
+            a.file.display()
+        );
+        return Ok(1);
+    }
+    let mode = if a.plain { Mode::Plain } else { Mode::Realtime };
+    if mode == Mode::Realtime && !pacer_linux::run::is_root() {
+        let needs = manifest
+            .components
+            .iter()
+            .any(|c| matches!(c.scheduling, pacer_runtime::manifest::Scheduling::Deadline { .. }));
+        if needs {
+            bail!(
+                "{}: SCHED_DEADLINE components need root (CAP_SYS_NICE); run with sudo, or --plain for ordinary threads",
+                a.file.display()
+            );
+        }
+    }
+    if let Some(c) = a.load_cpu {
+        if !pacer_linux::sys::online_cpus().contains(&c) {
+            bail!("--load-cpu: CPU {c} is not online");
+        }
+    }
+    // Termination signals are blocked before the first thread (load or component) starts.
+    let signals = pacer_linux::signals::SignalFd::new(&pacer_linux::signals::TERMINATING)
+        .context("blocking SIGINT/SIGTERM/SIGHUP")?;
+    let load_spec = pacer_experiments::load::LoadSpec {
+        hogs: a.hogs,
+        noise: a.noise,
+        noise_period_ns: a.noise_period.ns(),
+        noise_priority: a.noise_priority,
+        mem_hogs: a.mem_hogs,
+        mem_bytes: 0,
+        cpu: a.load_cpu,
+    };
+    let load = if load_spec.is_empty() {
+        None
+    } else {
+        Some(pacer_experiments::load::Load::start(&load_spec).context("starting the background load")?)
+    };
+    let mut opts = RunOptions::new((a.duration.ns() > 0).then_some(a.duration.ns()), mode);
+    opts.signals = Some(signals);
+    if let Some(s) = jobs {
+        opts.jobs = Some(Box::new(std::io::BufWriter::new(files.open(s)?)));
+    }
+    let bar = (std::io::stderr().is_terminal() && a.duration.ns() > 0).then(|| {
+        let b = indicatif::ProgressBar::new(a.duration.ns() / 1_000_000);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("running {bar:40} {pos}/{len} ms ({eta} left)")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    if let Some(b) = bar.clone() {
+        opts.progress = Some(Box::new(move |ns| b.set_position(ns / 1_000_000)));
+    }
+    let result = exec::run(App::new(manifest), opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(l) = load {
+        l.stop();
+    }
+    let out = result.with_context(|| format!("running {}", a.file.display()))?;
+    files.commit()?;
+    if a.json {
+        #[derive(serde::Serialize)]
+        struct Json<'a> {
+            #[serde(flatten)]
+            run: &'a exec::RunReport,
+            load: String,
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&Json {
+                run: &out,
+                load: load_spec.describe(),
+            })?
+        );
+    } else {
+        print!("{}", run_text(&out, &load_spec.describe()));
+    }
+    Ok(match out.signal_number {
+        // Stopped before its duration: the shell's convention for a command a signal ended.
+        Some(sig) if a.duration.ns() > 0 => 128u8.saturating_add(sig as u8),
+        _ if out.misses() > 0 => 2,
+        _ => 0,
+    })
+}
+
+fn spread(s: &pacer_runtime::exec::Spread) -> String {
+    format!("{} / {} / {}", us(s.p50_ns), us(s.p99_ns), us(s.max_ns))
+}
+
+/// Microseconds with one decimal: the resolution the clocks and the kernel's timers give here.
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1000.0)
+}
+
+fn run_text(r: &pacer_runtime::exec::RunReport, load: &str) -> String {
+    let mut s = format!(
+        "application {} ran {} ({}), background load: {}\n",
+        pacer_model::text::escape_control(&r.app),
+        dur(r.elapsed_ns),
+        match r.mode {
+            pacer_runtime::exec::Mode::Realtime => "real-time threads",
+            pacer_runtime::exec::Mode::Plain => "plain threads",
+        },
+        load
+    );
+    if let Some(sig) = &r.signal {
+        s += &format!("stopped by {sig}\n");
+    }
+    s += &format!(
+        "memory locked: {}; allocation guard: {}\n\ncomponents (µs: p50 / p99 / max)\n",
+        if r.memory_locked { "yes" } else { "no" },
+        if r.guard { "on" } else { "not installed" }
+    );
+    let mut t = Table::new(&[
+        "component",
+        "policy",
+        "releases",
+        "misses",
+        "overruns",
+        "jitter",
+        "response",
+        "cpu",
+        "preempt",
+        "rt allocs",
+        "arena peak",
+        "restored",
+    ]);
+    for c in &r.components {
+        t.push(vec![
+            c.name.clone(),
+            c.policy.clone(),
+            c.releases.to_string(),
+            c.misses.to_string(),
+            c.overruns.to_string(),
+            spread(&c.jitter),
+            spread(&c.response),
+            spread(&c.exec),
+            c.preemptions.to_string(),
+            c.allocations.map_or("—".into(), |a| a.rt_allocations.to_string()),
+            format!("{} / {}", c.per_release_peak_bytes, c.per_release_budget_bytes),
+            if c.restored { "yes" } else { "NO" }.into(),
+        ]);
+    }
+    s += &t.render();
+    if !r.channels.is_empty() {
+        s += "\nchannels (delivery latency µs: p50 / p99 / max)\n";
+        let mut t = Table::new(&[
+            "channel",
+            "receiver",
+            "sent",
+            "delivered",
+            "dropped",
+            "evicted",
+            "pending",
+            "latency",
+        ]);
+        for c in &r.channels {
+            t.push(vec![
+                c.channel.clone(),
+                c.receiver.clone(),
+                c.sent.to_string(),
+                c.delivered.to_string(),
+                c.dropped.to_string(),
+                c.evicted.to_string(),
+                c.pending.to_string(),
+                spread(&c.latency),
+            ]);
+        }
+        s += &t.render();
+    }
+    if r.records_lost > 0 {
+        s += &format!(
+            "\n{} release records were lost (the collector fell behind): they are missing from the statistics and the jobs CSV\n",
+            r.records_lost
+        );
+    }
+    for n in &r.notes {
+        s += &format!("note: {n}\n");
+    }
+    s += &format!(
+        "\n{} misses in {} releases\n",
+        r.misses(),
+        r.components.iter().map(|c| c.releases).sum::<u64>()
+    );
+    s
 }
 
 fn check(a: CheckArgs) -> Result<u8> {
     let manifest = Manifest::from_file(&a.file)?;
     let cpus = match a.cpus {
         Some(n) => n,
-        None => pacer_linux::sys::online_cpus()
-            .iter()
-            .max()
-            .map(|&c| c + 1)
-            .context("no online CPU found in /sys/devices/system/cpu/online")?,
+        None => this_machine()?,
     };
     let report = validate::check(&manifest, &Machine::linux_default(cpus));
     if a.json {

@@ -196,6 +196,12 @@ pub fn send_nowait(fd: std::os::fd::RawFd, buf: &[u8]) -> io::Result<usize> {
     }
 }
 
+// The calling thread's clocks, counters and name for timed loops, written for the rt-app
+// executor and shared with the component runtime (`pacer_runtime::exec`).
+pub use crate::run::sys::{
+    context_switches, current_cpu, lock_memory, set_thread_name, thread_cpu_ns, unlock_memory,
+};
+
 /// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, abs_ns)`; false if a signal interrupted it
 /// (the only error a valid absolute request can give).
 pub fn sleep_until_ns(abs_ns: u64) -> bool {

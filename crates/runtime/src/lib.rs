@@ -6,8 +6,15 @@
 //! - [`manifest`]: the TOML manifest (docs/formats/manifest.md), parsed key by key;
 //! - [`validate`]: the checks before start: schedulability with `pacer_analysis` for the chosen
 //!   policy, memory sums, channel capacities, audio sessions (`pacer runtime check`);
-//! - [`channel`]: the preallocated, sender-priority-ordered channels (§3.2).
+//! - [`channel`]: the preallocated, sender-priority-ordered channels (§3.2);
+//! - [`exec`]: the executor (`pacer runtime run`): one real-time thread per component, releases
+//!   recorded in the jobs-CSV schema, clean shutdown;
+//! - [`arena`]: per-release memory, reset after every release;
+//! - [`guard`]: the allocation guard that reports heap allocations on the real-time path.
 
+pub mod arena;
 pub mod channel;
+pub mod exec;
+pub mod guard;
 pub mod manifest;
 pub mod validate;

@@ -125,6 +125,9 @@ pub struct Component {
     pub per_release_bytes: u64,
     /// The component's total memory budget (§3.1, `memSizes total`), if declared.
     pub memory_limit_bytes: Option<u64>,
+    /// What `pacer runtime run`'s built-in component does per release when the application
+    /// gives no code for it: a calibrated busy loop this long (0: channel traffic only).
+    pub work_ns: u64,
 }
 
 impl Component {
@@ -382,8 +385,9 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
     let persistent_bytes = k.size("persistent")?.unwrap_or(0);
     let per_release_bytes = k.size("per_release")?.unwrap_or(0);
     let memory_limit_bytes = k.size("memory_limit")?;
+    let work_ns = k.duration("work")?.unwrap_or(0);
     k.done()?;
-    Ok(Component {
+    let c = Component {
         name,
         kind,
         period_ns: period,
@@ -395,7 +399,21 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
         persistent_bytes,
         per_release_bytes,
         memory_limit_bytes,
-    })
+        work_ns,
+    };
+    // The analysis charges `cost_ns` per release; built-in work beyond it would make every
+    // check a promise about some other application.
+    if c.work_ns > c.cost_ns() {
+        return Err(k.bad(
+            "work",
+            &format!(
+                "at most the cost the analysis charges ({})",
+                Duration(c.cost_ns())
+            ),
+            &Duration(c.work_ns).to_string(),
+        ));
+    }
+    Ok(c)
 }
 
 fn parse_reservation(mut r: Keys, period: u64, deadline: u64) -> Result<Scheduling, ManifestError> {

@@ -9,14 +9,13 @@
 //! voices are 88 % of a CPU on both machines.
 
 pub mod engine;
-pub mod load;
 pub mod voicemark;
 
 use pacer_workload::audio::{AudioClock, VoicePattern, VoiceSchedule};
 use serde::Serialize;
 
+pub use crate::load::{Load, LoadError, LoadSpec};
 pub use engine::{Callback, Renderer, RunResult, RunSpec, Scheduling, Via};
-pub use load::{Load, LoadSpec};
 
 /// Voices that saturate the paper's CPU (§6.1).
 pub const PAPER_SATURATING_VOICES: f64 = 210.0;
@@ -26,6 +25,8 @@ pub const PAPER_SATURATING_VOICES: f64 = 210.0;
 pub enum AudioBenchError {
     #[error("{0}")]
     Input(String),
+    #[error(transparent)]
+    Load(#[from] crate::load::LoadError),
     #[error("{what}: {why}")]
     Setup { what: String, why: String },
     #[error("{0}")]

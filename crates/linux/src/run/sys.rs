@@ -10,13 +10,13 @@ use crate::sys::clock_ns;
 pub(crate) use crate::sys::monotonic_ns as now_ns;
 
 /// CPU time of the calling thread, ns (CLOCK_THREAD_CPUTIME_ID).
-pub(crate) fn thread_cpu_ns() -> u64 {
+pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// (voluntary, involuntary) context switches of the calling thread so far
 /// (`getrusage(RUSAGE_THREAD)`: `ru_nvcsw`, `ru_nivcsw`).
-pub(crate) fn context_switches() -> (u64, u64) {
+pub fn context_switches() -> (u64, u64) {
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is live and writable; RUSAGE_THREAD reports the calling thread only.
@@ -29,7 +29,7 @@ pub(crate) fn context_switches() -> (u64, u64) {
 
 /// The CPU the calling thread runs on now (`sched_getcpu`, served from rseq/vDSO without a
 /// system call on current kernels and glibc).
-pub(crate) fn current_cpu() -> u32 {
+pub fn current_cpu() -> u32 {
     // SAFETY: no arguments, no memory touched.
     let c = unsafe { libc::sched_getcpu() };
     c.max(0) as u32
@@ -91,7 +91,7 @@ pub(crate) fn yield_now() {
 
 /// Names the calling thread (`prctl(PR_SET_NAME)`): the kernel keeps 15 bytes, so the name is cut
 /// there, at a character boundary; NUL bytes (impossible in a C string) become `_`.
-pub(crate) fn set_thread_name(name: &str) {
+pub fn set_thread_name(name: &str) {
     let mut buf = [0u8; 16];
     let mut len = 0;
     for ch in name.chars() {
@@ -215,7 +215,7 @@ pub(crate) fn rlimit_allows_nice(nice: i32) -> bool {
 
 /// `mlockall(MCL_CURRENT | MCL_FUTURE)`: keeps page faults out of the timed threads (rt-app's
 /// `lock_pages`, on by default).
-pub(crate) fn lock_memory() -> io::Result<()> {
+pub fn lock_memory() -> io::Result<()> {
     // SAFETY: plain flags, no memory passed.
     let r = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
     if r != 0 {
@@ -225,7 +225,7 @@ pub(crate) fn lock_memory() -> io::Result<()> {
 }
 
 /// `munlockall()`.
-pub(crate) fn unlock_memory() {
+pub fn unlock_memory() {
     // SAFETY: no arguments.
     unsafe {
         libc::munlockall();
