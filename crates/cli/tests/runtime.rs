@@ -154,3 +154,152 @@ fn bad_manifest_names_file_and_key() {
     );
     assert!(err.contains("found \"10\""), "{err}");
 }
+
+// ---- pacer runtime run ----
+
+mod common;
+
+use common::{assert_total_bw_back, baseline, pacer, privileged, signal};
+
+fn run_json(args: &[&str]) -> (Option<i32>, Value, String) {
+    let out = pacer()
+        .args(["runtime", "run", "--json"])
+        .args(args)
+        .output()
+        .expect("pacer runs");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), v, err)
+}
+
+#[test]
+fn run_refuses_an_invalid_application_before_anything_starts() {
+    let path = example("unschedulable.toml");
+    let (code, v, err) = run_json(&[path.to_str().unwrap(), "--duration", "1s"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(v, Value::Null, "no report: nothing ran");
+    assert!(err.contains("FAIL") && err.contains("filter"), "{err}");
+    assert!(err.contains("is not valid; nothing was started"), "{err}");
+}
+
+#[test]
+fn run_on_plain_threads_reports_every_component() {
+    let path = example("app.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = dir.path().join("jobs.csv");
+    let (code, v, err) = run_json(&[
+        path.to_str().unwrap(),
+        "--plain",
+        "--duration",
+        "500ms",
+        "--jobs",
+        jobs.to_str().unwrap(),
+    ]);
+    assert!(matches!(code, Some(0) | Some(2)), "{err}");
+    assert_eq!(v["schema"], "pacer.runtime.run/1");
+    assert_eq!(v["mode"], "plain");
+    let sensor = component(&v, "sensor");
+    assert_eq!(sensor["releases"], 50);
+    assert_eq!(sensor["policy"], "SCHED_OTHER");
+    assert_eq!(v["guard"], true, "the pacer binary installs the allocation guard");
+    for c in v["components"].as_array().unwrap() {
+        assert_eq!(
+            c["allocations"]["rt_allocations"], 0,
+            "built-in code allocates nothing: {c}"
+        );
+        assert_eq!(c["restored"], true);
+    }
+    let rows = pacer_workload::jobs::read_jobs(&jobs).expect("a valid jobs CSV");
+    let total: u64 = v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["releases"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows.len() as u64, total);
+}
+
+/// The SCHED_DEADLINE bandwidth the process holds and the policies of its threads, read from
+/// the kernel while the run goes on.
+fn policies_of(pid: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in dir.flatten() {
+            let tid: u32 = t.file_name().to_string_lossy().parse().unwrap_or(0);
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if let Ok(p) = pacer_linux::sched::get_policy(tid) {
+                out.push((comm.trim().to_string(), p.name().to_string()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn run_takes_the_manifest_policies_and_gives_everything_back() {
+    let _g = privileged();
+    let base = baseline();
+    let path = example("app.toml");
+    let mut child = pacer()
+        .args(["runtime", "run", "--json", "--duration", "2s"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pacer runs");
+    // While it runs, the kernel shows the manifest's policies on the components' threads.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let seen = policies_of(child.id());
+    let policy = |name: &str| seen.iter().find(|(c, _)| c == name).map(|(_, p)| p.clone());
+    assert_eq!(policy("sensor").as_deref(), Some("SCHED_FIFO"), "{seen:?}");
+    assert_eq!(policy("logger").as_deref(), Some("SCHED_FIFO"), "{seen:?}");
+    assert_eq!(policy("mixer").as_deref(), Some("SCHED_DEADLINE"), "{seen:?}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(v["mode"], "realtime");
+    assert_eq!(v["memory_locked"], true);
+    assert_eq!(component(&v, "mixer")["policy"], "SCHED_DEADLINE 1ms/10ms/10ms");
+    assert_eq!(component(&v, "sensor")["policy"], "SCHED_FIFO 80");
+    for c in v["components"].as_array().unwrap() {
+        assert_eq!(c["restored"], true, "{c}");
+        assert!(c["releases"].as_u64().unwrap() > 0, "{c}");
+    }
+    assert_total_bw_back(base, "after pacer runtime run");
+}
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn sigterm_ends_the_run_with_a_complete_report_and_nothing_left() {
+    let _g = privileged();
+    let base = baseline();
+    let path = example("app.toml");
+    let child = pacer()
+        .args(["runtime", "run", "--json", "--duration", "30s"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("pacer runs");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(policies_of(child.id()).iter().any(|(_, p)| p == "SCHED_DEADLINE"));
+    signal(child.id(), libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(v["signal"], "SIGTERM");
+    let elapsed = v["elapsed_ns"].as_u64().unwrap();
+    assert!(elapsed < 5_000_000_000, "stopped early: {elapsed}");
+    for c in v["components"].as_array().unwrap() {
+        assert_eq!(c["restored"], true, "{c}");
+    }
+    assert_total_bw_back(base, "after SIGTERM to pacer runtime run");
+}
