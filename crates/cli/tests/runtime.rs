@@ -244,7 +244,7 @@ fn run_takes_the_manifest_policies_and_gives_everything_back() {
     let _g = privileged();
     let base = baseline();
     let path = example("app.toml");
-    let mut child = pacer()
+    let child = pacer()
         .args(["runtime", "run", "--json", "--duration", "2s"])
         .arg(&path)
         .stdout(std::process::Stdio::piped())
