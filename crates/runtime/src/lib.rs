@@ -6,8 +6,10 @@
 //! - [`manifest`]: the TOML manifest (docs/formats/manifest.md), parsed key by key;
 //! - [`validate`]: the checks before start: schedulability with `pacer_analysis` for the chosen
 //!   policy, memory sums, channel capacities, audio sessions (`pacer runtime check`);
-//! - [`channel`]: the preallocated, sender-priority-ordered channels (§3.2).
+//! - [`channel`]: the preallocated, sender-priority-ordered channels (§3.2);
+//! - [`audio`]: the audio manager (§4.2): sessions on a null, file or ALSA backend, mixer, recorder.
 
+pub mod audio;
 pub mod channel;
 pub mod manifest;
 pub mod validate;
