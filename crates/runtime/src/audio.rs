@@ -21,7 +21,7 @@
 //! session's device starts at the `t0_ns` given to `open` and runs at T = burst_frames / rate
 //! (rounded to the nanosecond as `pacer_workload::audio::AudioClock::period_ns`); see
 //! [`clock`] for the playback model (the audio paper's Fig. 3, `AudioSink`) and its capture
-//! counterpart. Formats and their conversions: [`format`]. Docs: docs/runtime.md, "Audio manager".
+//! counterpart. Formats and their conversions: [`mod@format`]. Docs: docs/runtime.md, "Audio manager".
 
 pub mod clock;
 pub mod file;
