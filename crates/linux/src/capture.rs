@@ -126,7 +126,8 @@ mod imp {
                     .map_err(|e| err(dev, "interleaved access", e))?;
                 hw.set_channels(cfg.channels)
                     .map_err(|e| err(dev, "the channel count", e))?;
-                hw.set_format(format).map_err(|e| err(dev, "the sample format", e))?;
+                hw.set_format(format)
+                    .map_err(|e| err(dev, "the sample format", e))?;
                 hw.set_rate(cfg.rate, ValueOr::Nearest)
                     .map_err(|e| err(dev, "the sample rate", e))?;
                 hw.set_period_size_near(cfg.burst_frames as alsa::pcm::Frames, ValueOr::Nearest)

@@ -14,7 +14,7 @@
 //! Everything a session uses is allocated by [`AudioManager::open`]; the per-release calls
 //! ([`PlaybackHandle::play`], [`PlaybackHandle::play_mixed`], [`Mixer`]'s methods,
 //! [`RecordHandle::record`]) do not allocate, take no lock and make no system call on the null
-//! and file backends (the ALSA backend makes ALSA's non-blocking write). Errors on that path are
+//! and file backends (the ALSA backend makes ALSA's non-blocking write or read). Errors on that path are
 //! counted, and reported by [`PlaybackHandle::finish`] / [`RecordHandle::finish`] at shutdown.
 //!
 //! Timing: integer nanoseconds on the caller's clock (CLOCK_MONOTONIC for the executor). Every
@@ -33,6 +33,7 @@ mod alsa;
 
 use std::path::{Path, PathBuf};
 
+use pacer_linux::capture::{Capture, CaptureError, CaptureReport};
 use pacer_linux::playback::{PlaybackError, PlaybackReport};
 use pacer_workload::audio::{AudioClock, AudioSink, SinkCount, MIN_PERIOD_NS};
 use serde::Serialize;
@@ -98,11 +99,11 @@ pub enum AudioError {
         #[source]
         source: PlaybackError,
     },
-    #[error("audio session {session:?}: {what} is not supported: {why}")]
-    Unsupported {
+    #[error("audio session {session:?}: {source}")]
+    AlsaCapture {
         session: String,
-        what: &'static str,
-        why: &'static str,
+        #[source]
+        source: CaptureError,
     },
     #[error("audio sessions: `name`: expected distinct names, found {name:?} twice")]
     Duplicate { name: String },
@@ -131,7 +132,7 @@ pub enum Backend {
     Null,
     /// `<dir>/<session>.wav` written (playback) or read (record).
     File(PathBuf),
-    /// An ALSA PCM (`default`, `hw:0,0`, `null`, …) for playback; capture is not built.
+    /// An ALSA PCM (`default`, `hw:0,0`, `null`, …).
     Alsa { device: String },
 }
 
@@ -254,8 +255,8 @@ pub fn check_session(s: &AudioSession) -> Result<(), AudioError> {
 }
 
 /// What a backend adds to [`check_session`]: the file backend needs a session name usable as a
-/// file name; ALSA playback takes 1 or 2 channels (it writes stereo) and ALSA capture is not
-/// built. The ALSA device's rate is checked when it is opened.
+/// file name; ALSA playback takes 1 or 2 channels (it writes stereo). The ALSA device's rate
+/// (and, for capture, channels and format) are checked when it is opened.
 pub fn check_backend(s: &AudioSession, backend: &Backend) -> Result<(), AudioError> {
     match backend {
         Backend::Null => Ok(()),
@@ -271,11 +272,7 @@ pub fn check_backend(s: &AudioSession, backend: &Backend) -> Result<(), AudioErr
             Ok(())
         }
         Backend::Alsa { .. } => match s.direction {
-            Direction::Record => Err(AudioError::Unsupported {
-                session: s.name.clone(),
-                what: "ALSA capture",
-                why: "this build has no ALSA capture backend (use the null or file backend to record)",
-            }),
+            Direction::Record => Ok(()),
             Direction::Playback if !(1..=2).contains(&s.channels) => Err(bad(
                 s,
                 "channels",
@@ -337,9 +334,12 @@ pub struct SessionReport {
     /// File backend, record: the file read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source_file: Option<String>,
-    /// ALSA backend: the device's report.
+    /// ALSA backend, playback: the device's report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alsa: Option<PlaybackReport>,
+    /// ALSA backend, record: the device's report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alsa_capture: Option<CaptureReport>,
 }
 
 impl SessionReport {
@@ -372,6 +372,7 @@ impl SessionReport {
             file: None,
             source_file: None,
             alsa: None,
+            alsa_capture: None,
         }
     }
 }
@@ -522,6 +523,7 @@ impl PlaybackHandle {
 enum Source {
     Null,
     File(file::FileSource, String),
+    Alsa(Capture),
 }
 
 /// A record session, owned by the component that serves it.
@@ -581,9 +583,13 @@ impl RecordHandle {
             }
         };
         self.bursts += 1;
-        match &self.source {
+        match &mut self.source {
             Source::Null => test_signal(&self.session, burst, buf),
             Source::File(f, _) => f.fill(burst, buf),
+            // The device's own shortfalls (not ready, overrun) are in its report.
+            Source::Alsa(c) => {
+                c.read(buf);
+            }
         }
         o
     }
@@ -596,8 +602,10 @@ impl RecordHandle {
         r.dropped_bursts = self.dropped;
         r.not_ready = self.not_ready;
         r.wrong_size = self.wrong_size;
-        if let Source::File(_, path) = self.source {
-            r.source_file = Some(path);
+        match self.source {
+            Source::Null => {}
+            Source::File(_, path) => r.source_file = Some(path),
+            Source::Alsa(c) => r.alsa_capture = Some(c.finish()),
         }
         r
     }
@@ -761,13 +769,7 @@ fn open_record(s: &AudioSession, backend: &Backend, t0: u64, k: u32) -> Result<R
                 .display()
                 .to_string(),
         ),
-        Backend::Alsa { .. } => {
-            return Err(AudioError::Unsupported {
-                session: s.name.clone(),
-                what: "ALSA capture",
-                why: "this build has no ALSA capture backend (use the null or file backend to record)",
-            })
-        }
+        Backend::Alsa { device } => Source::Alsa(alsa::open_capture(s, device, k)?),
     };
     Ok(RecordHandle {
         session: s.clone(),

@@ -7,7 +7,11 @@
 //! once to read the granted rate, closes it and refuses a rate other than the session's (the
 //! mixer does not resample, §4.2), then opens it for the run and primes it with k bursts of
 //! silence, as the Fig. 3 model's buffer starts full.
+//!
+//! Capture goes through `pacer_linux::capture::Capture` in the session's own format and channel
+//! count (no conversion); a device that grants another rate is refused the same way.
 
+use pacer_linux::capture::{Capture, CaptureConfig, CaptureFormat};
 use pacer_linux::playback::{Playback, PlaybackConfig, PlaybackReport, CHANNELS};
 
 use super::format::{sample_bytes, sample_f32};
@@ -78,4 +82,34 @@ impl AlsaOut {
     pub fn finish(self) -> PlaybackReport {
         self.pcm.finish()
     }
+}
+
+/// Opens `device` for capture in the session's format, refusing a rate other than the session's.
+pub fn open_capture(session: &AudioSession, device: &str, bursts: u32) -> Result<Capture, AudioError> {
+    let cfg = CaptureConfig {
+        device: device.to_string(),
+        rate: session.rate,
+        channels: session.channels,
+        format: match session.format {
+            SampleFormat::S16 => CaptureFormat::S16,
+            SampleFormat::S32 => CaptureFormat::S32,
+            SampleFormat::F32 => CaptureFormat::F32,
+        },
+        burst_frames: session.burst_frames,
+        bursts,
+    };
+    let c = Capture::open(&cfg).map_err(|source| AudioError::AlsaCapture {
+        session: session.name.clone(),
+        source,
+    })?;
+    let granted = c.report().rate;
+    if granted != session.rate {
+        return Err(AudioError::Session {
+            session: session.name.clone(),
+            field: "rate",
+            expected: format!("a rate ALSA capture device {device:?} grants exactly"),
+            found: format!("{} Hz, for which it granted {granted} Hz", session.rate),
+        });
+    }
+    Ok(c)
 }
