@@ -30,6 +30,7 @@ pub mod admission;
 pub mod audit;
 pub mod boost;
 pub mod cachecal;
+pub mod capture;
 pub mod cgroup;
 pub mod control;
 pub mod cpufreq;

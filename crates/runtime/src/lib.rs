@@ -10,9 +10,11 @@
 //! - [`exec`]: the executor (`pacer runtime run`): one real-time thread per component, releases
 //!   recorded in the jobs-CSV schema, clean shutdown;
 //! - [`arena`]: per-release memory, reset after every release;
-//! - [`guard`]: the allocation guard that reports heap allocations on the real-time path.
+//! - [`guard`]: the allocation guard that reports heap allocations on the real-time path;
+//! - [`audio`]: the audio manager (§4.2): sessions on a null, file or ALSA backend, mixer, recorder.
 
 pub mod arena;
+pub mod audio;
 pub mod channel;
 pub mod exec;
 pub mod guard;
