@@ -91,9 +91,32 @@ pub struct RunArgs {
     /// Pin the background load to this CPU (default: anywhere).
     #[arg(long, value_name = "N")]
     load_cpu: Option<usize>,
+    /// Where the manifest's audio sessions go: `null` (a virtual device on the run's clock:
+    /// playback judged by the Fig. 3 model and discarded, capture a test tone), `file:DIR`
+    /// (`DIR/<session>.wav` written for playback, read for recording), or `alsa:DEVICE` (an
+    /// ALSA PCM such as `default`, `hw:0,0`, `null`).
+    #[arg(long, value_name = "BACKEND", default_value = "null", value_parser = parse_backend)]
+    audio: pacer_runtime::audio::Backend,
+    /// Bursts in each audio device's buffer (the Fig. 3 model's k).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "K")]
+    audio_bursts: u32,
     /// Machine-readable JSON on standard output (schema `pacer.runtime.run/1`).
     #[arg(long)]
     json: bool,
+}
+
+fn parse_backend(s: &str) -> Result<pacer_runtime::audio::Backend, String> {
+    use pacer_runtime::audio::Backend;
+    match s.split_once(':') {
+        None if s == "null" => Ok(Backend::Null),
+        Some(("file", dir)) if !dir.is_empty() => Ok(Backend::File(PathBuf::from(dir))),
+        Some(("alsa", dev)) if !dev.is_empty() => Ok(Backend::Alsa {
+            device: dev.to_string(),
+        }),
+        _ => Err(format!(
+            "`{s}`: expected `null`, `file:DIR` or `alsa:DEVICE` (e.g. alsa:default)"
+        )),
+    }
 }
 
 #[derive(clap::Args)]
@@ -191,8 +214,15 @@ fn run_app(a: RunArgs) -> Result<u8> {
     } else {
         Some(pacer_experiments::load::Load::start(&load_spec).context("starting the background load")?)
     };
+    if let pacer_runtime::audio::Backend::File(dir) = &a.audio {
+        if !dir.is_dir() {
+            bail!("--audio file:{}: not a directory", dir.display());
+        }
+    }
     let mut opts = RunOptions::new((a.duration.ns() > 0).then_some(a.duration.ns()), mode);
     opts.signals = Some(signals);
+    opts.audio = a.audio.clone();
+    opts.audio_options.device_bursts = a.audio_bursts;
     if let Some(s) = jobs {
         opts.jobs = Some(Box::new(std::io::BufWriter::new(files.open(s)?)));
     }
@@ -325,6 +355,45 @@ fn run_text(r: &pacer_runtime::exec::RunReport, load: &str) -> String {
             ]);
         }
         s += &t.render();
+    }
+    if !r.audio.is_empty() {
+        s += "\naudio sessions (playback latency µs: p50 / p99 / max)\n";
+        let mut t = Table::new(&[
+            "session",
+            "component",
+            "direction",
+            "backend",
+            "bursts",
+            "underruns",
+            "late",
+            "silence",
+            "clipped",
+            "latency",
+        ]);
+        let mut files = String::new();
+        for a in &r.audio {
+            let x = &a.session;
+            t.push(vec![
+                x.session.clone(),
+                a.component.clone(),
+                format!("{:?}", x.direction).to_lowercase(),
+                x.backend.to_string(),
+                x.bursts.to_string(),
+                x.underruns.to_string(),
+                x.late.to_string(),
+                x.silence_padded_bursts.to_string(),
+                x.clipped_samples.to_string(),
+                a.latency.as_ref().map_or("—".into(), spread),
+            ]);
+            if let Some(f) = &x.file {
+                files += &match f.complete {
+                    true => format!("{}: wrote {} ({} bursts)\n", x.session, f.path, f.bursts),
+                    false => format!("{}: file NOT written: {:?}\n", x.session, f.error),
+                };
+            }
+        }
+        s += &t.render();
+        s += &files;
     }
     if r.records_lost > 0 {
         s += &format!(

@@ -329,3 +329,164 @@ fn arenas_reset_refuse_beyond_budget_and_keep_the_peak() {
     let z = a.alloc_slice(12, 0u64).unwrap_err();
     assert_eq!(z.requested, 96);
 }
+
+const AUDIO: &str = r#"
+[app]
+name = "audio"
+
+[[component]]
+name = "mic"
+kind = "periodic"
+period = "10ms"
+wcet = "1ms"
+priority = 60
+cpus = [0]
+
+[[component]]
+name = "effect"
+kind = "receiver"
+period = "10ms"
+wcet = "1ms"
+priority = 50
+cpus = [0]
+
+[[component]]
+name = "mixer"
+kind = "periodic"
+period = "10ms"
+wcet = "1ms"
+priority = 70
+cpus = [0]
+
+[[channel]]
+name = "captured"
+sender = "mic"
+receivers = ["effect"]
+message_size = "960B"
+capacity = 4
+overflow = "drop-oldest"
+
+[[channel]]
+name = "stream"
+sender = "effect"
+receivers = ["mixer"]
+message_size = "960B"
+capacity = 4
+overflow = "drop-oldest"
+
+[[audio]]
+name = "in"
+direction = "record"
+rate = 48000
+channels = 1
+burst_frames = 480
+format = "s16"
+component = "mic"
+
+[[audio]]
+name = "out"
+direction = "playback"
+rate = 48000
+channels = 1
+burst_frames = 480
+format = "s16"
+component = "mixer"
+"#;
+
+/// Passes each recorded burst on, halved in amplitude, and checks it is the test tone.
+struct Effect {
+    loud: Arc<AtomicU64>,
+}
+
+impl Component for Effect {
+    fn release(&mut self, ctx: &mut Release<'_>) {
+        let mut out = [0u8; 960];
+        let mut got = false;
+        let loud = &self.loud;
+        ctx.drain("captured", usize::MAX, |_, b| {
+            for (i, s) in b.chunks_exact(2).enumerate() {
+                let x = i16::from_le_bytes([s[0], s[1]]);
+                if x.unsigned_abs() > 8000 {
+                    loud.fetch_add(1, Ordering::Relaxed);
+                }
+                out[2 * i..2 * i + 2].copy_from_slice(&(x / 2).to_le_bytes());
+            }
+            got = true;
+        })
+        .unwrap();
+        if got {
+            ctx.send("stream", &out).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_audio_manager_records_mixes_and_writes_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let loud = Arc::new(AtomicU64::new(0));
+    let app = App::new(manifest(AUDIO))
+        .with("effect", Effect { loud: loud.clone() })
+        .unwrap();
+    let mut opts = plain(300);
+    opts.audio = pacer_runtime::audio::Backend::File(dir.path().to_path_buf());
+    // The record session reads `in.wav`: write one second of a 1 kHz tone at 0.5.
+    let tone: Vec<i16> = (0..48_000)
+        .map(|n| (16384.0 * (std::f64::consts::TAU * 1000.0 * n as f64 / 48_000.0).sin()) as i16)
+        .collect();
+    write_wav(&dir.path().join("in.wav"), &tone);
+    let r = exec::run(app, opts).expect("run");
+    let mixer = &r.components[2];
+    assert_eq!(mixer.releases, 30);
+    assert!(
+        loud.load(Ordering::Relaxed) > 0,
+        "the recorded tone reached the effect"
+    );
+    let out = r
+        .audio
+        .iter()
+        .find(|a| a.session.session == "out")
+        .expect("playback report");
+    assert_eq!(out.component, "mixer");
+    assert_eq!(out.session.bursts, 30, "one burst per mixer release");
+    let file = out.session.file.as_ref().expect("file backend report");
+    assert!(file.complete, "{file:?}");
+    // Late bursts are in the file too, as the silence the device played.
+    assert_eq!(file.bursts, 30);
+    // Until the first stream message arrives the mixer pads silence, and counts it.
+    assert!(out.session.silence_padded_bursts >= 1);
+    assert!(out.latency.unwrap().p50_ns > 0);
+    let written = std::fs::read(dir.path().join("out.wav")).unwrap();
+    assert_eq!(written.len(), 44 + 30 * 960);
+    // The mixed stream is the tone at half amplitude: peaks near 8192, nothing near 16384.
+    let peak = written[44..]
+        .chunks_exact(2)
+        .map(|s| i16::from_le_bytes([s[0], s[1]]).unsigned_abs())
+        .max()
+        .unwrap();
+    assert!((7000..=8300).contains(&peak), "peak {peak}");
+    let rec = r.audio.iter().find(|a| a.session.session == "in").unwrap();
+    // Burst j is complete at t0 + (j + 1)·T: the first read finds nothing yet, then each
+    // release takes the burst of the period before.
+    assert_eq!((rec.session.bursts, rec.session.not_ready), (29, 1));
+}
+
+fn write_wav(path: &std::path::Path, samples: &[i16]) {
+    let data = samples.len() as u32 * 2;
+    let mut b = Vec::new();
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    b.extend_from_slice(&16u32.to_le_bytes());
+    b.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    b.extend_from_slice(&1u16.to_le_bytes()); // mono
+    b.extend_from_slice(&48_000u32.to_le_bytes());
+    b.extend_from_slice(&96_000u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&16u16.to_le_bytes());
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data.to_le_bytes());
+    for s in samples {
+        b.extend_from_slice(&s.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+}
