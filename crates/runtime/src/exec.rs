@@ -141,7 +141,7 @@ impl<'a> Release<'a> {
     /// one burst, exactly once per release.
     pub fn playback(&mut self) -> Option<&mut PlaybackHandle> {
         match self.io.audio.as_mut() {
-            Some(AudioIo::Playback { handle, .. }) => Some(handle),
+            Some(AudioIo::Playback { handle, .. }) => Some(&mut **handle),
             _ => None,
         }
     }
@@ -150,7 +150,7 @@ impl<'a> Release<'a> {
     /// release.
     pub fn record(&mut self) -> Option<&mut RecordHandle> {
         match self.io.audio.as_mut() {
-            Some(AudioIo::Record { handle, .. }) => Some(handle),
+            Some(AudioIo::Record { handle, .. }) => Some(&mut **handle),
             _ => None,
         }
     }
@@ -198,13 +198,14 @@ struct Io {
 /// The audio session a component serves, with what the executor measures around it.
 enum AudioIo {
     Playback {
-        handle: PlaybackHandle,
+        // Both sides boxed: the handles are large and of very different sizes.
+        handle: Box<PlaybackHandle>,
         /// Playback latency (RTDroid Fig. 20): from a stream's send to the burst's write to the
         /// device, ns.
-        latency: Histogram<u64>,
+        latency: Box<Histogram<u64>>,
     },
     Record {
-        handle: RecordHandle,
+        handle: Box<RecordHandle>,
         /// One burst, the built-in component's buffer.
         buf: Vec<u8>,
     },
@@ -868,12 +869,14 @@ fn open_audio(
         let a = &m.audio[k];
         let io = match a.direction {
             Direction::Playback => AudioIo::Playback {
-                handle: mgr.take_playback(&a.name)?,
-                latency: Histogram::new_with_bounds(1, LATENCY_TOP_NS, 3)
-                    .map_err(|e| ExecError::Os(format!("latency histogram: {e}")))?,
+                handle: Box::new(mgr.take_playback(&a.name)?),
+                latency: Box::new(
+                    Histogram::new_with_bounds(1, LATENCY_TOP_NS, 3)
+                        .map_err(|e| ExecError::Os(format!("latency histogram: {e}")))?,
+                ),
             },
             Direction::Record => {
-                let handle = mgr.take_record(&a.name)?;
+                let handle = Box::new(mgr.take_record(&a.name)?);
                 let buf = vec![0u8; handle.burst_bytes()];
                 AudioIo::Record { handle, buf }
             }
@@ -1319,7 +1322,7 @@ impl Builtin {
         let streams: usize = m
             .channels
             .iter()
-            .filter(|c| c.receivers.iter().any(|r| *r == spec.name))
+            .filter(|c| c.receivers.contains(&spec.name))
             .map(|c| c.capacity as usize)
             .sum();
         let biggest = sends.iter().map(|s| s.2).max().unwrap_or(0);
