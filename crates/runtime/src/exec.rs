@@ -550,6 +550,24 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
         (None, false) => None,
     };
 
+    // A SCHED_DEADLINE thread's affinity must cover its root domain (the kernel refuses the
+    // policy otherwise); a smaller CPU set would need an exclusive cpuset of its own.
+    if opts.mode == Mode::Realtime {
+        let online = sys::online_cpus();
+        for c in &manifest.components {
+            if matches!(c.scheduling, Scheduling::Deadline { .. }) && c.cpus != online {
+                return Err(ExecError::Setup {
+                    component: c.name.clone(),
+                    why: format!(
+                        "SCHED_DEADLINE on CPUs {} needs a root domain of its own (an exclusive cpuset), which `pacer runtime run` does not make yet: give it every online CPU ({}) or a SCHED_FIFO priority",
+                        sys::format_cpu_list(&c.cpus),
+                        sys::format_cpu_list(&online)
+                    ),
+                });
+            }
+        }
+    }
+
     // Audio sessions: checked now, opened once t₀ is known (their devices start then).
     let mut serving: Vec<Option<usize>> = vec![None; manifest.components.len()];
     for (k, a) in manifest.audio.iter().enumerate() {
