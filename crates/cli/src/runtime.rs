@@ -353,6 +353,20 @@ fn run_text(r: &pacer_runtime::exec::RunReport, load: &str) -> String {
                 c.pending.to_string(),
                 spread(&c.latency),
             ]);
+            if c.senders.len() > 1 {
+                for x in &c.senders {
+                    t.push(vec![
+                        format!("  from {}", x.sender),
+                        format!("priority {}", x.priority),
+                        x.sent.to_string(),
+                        x.delivered.to_string(),
+                        x.dropped.to_string(),
+                        x.evicted.to_string(),
+                        String::new(),
+                        spread(&x.latency),
+                    ]);
+                }
+            }
         }
         s += &t.render();
     }

@@ -183,7 +183,7 @@ struct Input {
     name: String,
     rx: ByteReceiver,
     /// Send-to-delivery latency of every message taken, ns.
-    latency: Histogram<u64>,
+    latency: Latencies,
     /// The receive side failed (the channel's lock refused): counted, never panicked on.
     errors: u64,
 }
@@ -241,11 +241,10 @@ impl Io {
         let Some(input) = self.inputs.get_mut(i) else {
             return 0;
         };
-        let now = sys::monotonic_ns();
-        let hist = &mut input.latency;
+        let lat = &mut input.latency;
         match input.rx.drain(max, |m, b| {
-            // Saturates at the histogram's top instead of growing it (no allocation).
-            let _ = hist.record(now.saturating_sub(m.sent_ns).clamp(1, LATENCY_TOP_NS));
+            // Delivered when handed over: later messages of a drain wait for the earlier ones.
+            lat.record(sys::monotonic_ns(), &m);
             handle(m, b)
         }) {
             Ok(n) => n,
@@ -253,6 +252,35 @@ impl Io {
                 input.errors += 1;
                 0
             }
+        }
+    }
+}
+
+/// Send-to-delivery latencies of one receiver queue: all messages, and per sender (RTDroid
+/// Figs. 18–19 compare senders of different priorities on one channel).
+struct Latencies {
+    all: Histogram<u64>,
+    by_sender: Vec<Histogram<u64>>,
+}
+
+impl Latencies {
+    fn new(senders: usize) -> Result<Latencies, String> {
+        let h = || {
+            Histogram::new_with_bounds(1, LATENCY_TOP_NS, 3).map_err(|e| format!("latency histogram: {e}"))
+        };
+        Ok(Latencies {
+            all: h()?,
+            by_sender: (0..senders).map(|_| h()).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// Records a message taken at `now`. Values beyond the histograms' top are recorded as the
+    /// top: they never grow (no allocation on the real-time path).
+    fn record(&mut self, now: u64, m: &Meta) {
+        let v = now.saturating_sub(m.sent_ns).clamp(1, LATENCY_TOP_NS);
+        let _ = self.all.record(v);
+        if let Some(h) = self.by_sender.get_mut(m.sender.0 as usize) {
+            let _ = h.record(v);
         }
     }
 }
@@ -402,6 +430,21 @@ pub struct ChannelReport {
     pub evicted: u64,
     pub pending: u64,
     /// Send to delivery to the receiving component.
+    pub latency: Spread,
+    /// The same per sender, most urgent first.
+    pub senders: Vec<SenderReport>,
+}
+
+/// One sender's messages on one receiver queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct SenderReport {
+    pub sender: String,
+    /// The priority its messages carry (SCHED_DEADLINE senders: 100, above every FIFO one).
+    pub priority: u32,
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub evicted: u64,
     pub latency: Spread,
 }
 
@@ -783,7 +826,7 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
     }
 
     let mut components = Vec::new();
-    let mut latency_of: HashMap<(String, String), (Histogram<u64>, u64)> = HashMap::new();
+    let mut latency_of: HashMap<(String, String), Latencies> = HashMap::new();
     let mut records_lost = 0;
     let mut audio = Vec::new();
     for (i, ((spec, o), st)) in manifest.components.iter().zip(outcomes).zip(stats).enumerate() {
@@ -802,7 +845,7 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
                     spec.name
                 ));
             }
-            latency_of.insert((ch, spec.name.clone()), (h, errors));
+            latency_of.insert((ch, spec.name.clone()), h);
         }
         if let Some(p) = &o.panicked {
             notes.push(format!("component `{}` panicked: {p}", spec.name));
@@ -834,14 +877,39 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
     }
     let mut channels = Vec::new();
     for (channel, receiver, m) in monitors {
-        let st = m.stats().map_err(|e| ExecError::Channel {
+        let failed = |e: crate::channel::OsError| ExecError::Channel {
             channel: channel.clone(),
             why: e.to_string(),
-        })?;
-        let latency = latency_of
-            .get(&(channel.clone(), receiver.clone()))
-            .map(|(h, _)| Spread::of_histogram(h))
+        };
+        let st = m.stats().map_err(failed)?;
+        let per_sender = m.sender_stats().map_err(failed)?;
+        let lat = latency_of.get(&(channel.clone(), receiver.clone()));
+        let latency = lat.map(|l| Spread::of_histogram(&l.all)).unwrap_or_default();
+        let names = &manifest
+            .channels
+            .iter()
+            .find(|c| c.name == channel)
+            .map(|c| c.senders.clone())
             .unwrap_or_default();
+        let mut senders: Vec<SenderReport> = per_sender
+            .iter()
+            .map(|x| {
+                let i = x.id.0 as usize;
+                SenderReport {
+                    sender: names.get(i).cloned().unwrap_or_default(),
+                    priority: x.priority,
+                    sent: x.counters.sent,
+                    delivered: x.counters.delivered,
+                    dropped: x.counters.dropped,
+                    evicted: x.counters.evicted,
+                    latency: lat
+                        .and_then(|l| l.by_sender.get(i))
+                        .map(Spread::of_histogram)
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        senders.sort_by_key(|s| std::cmp::Reverse(s.priority));
         channels.push(ChannelReport {
             channel,
             receiver,
@@ -853,6 +921,7 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
             evicted: st.totals.evicted,
             pending: st.pending as u64,
             latency,
+            senders,
         });
     }
     Ok(RunReport {
@@ -985,8 +1054,7 @@ fn wire_channels(m: &Manifest) -> Result<Wired, ExecError> {
             ios[ri].inputs.push(Input {
                 name: ch.name.clone(),
                 rx,
-                latency: Histogram::new_with_bounds(1, LATENCY_TOP_NS, 3)
-                    .map_err(|e| err(format!("latency histogram: {e}")))?,
+                latency: Latencies::new(senders.len()).map_err(err)?,
                 errors: 0,
             });
         }
@@ -1368,10 +1436,9 @@ impl Component for Builtin {
             let Io { inputs, audio, .. } = &mut *io;
             let Some(input) = inputs.get_mut(i) else { continue };
             let sent = &mut self.sent;
-            let now = sys::monotonic_ns();
-            let hist = &mut input.latency;
+            let lat = &mut input.latency;
             let r = input.rx.drain(usize::MAX, |m, b| {
-                let _ = hist.record(now.saturating_sub(m.sent_ns).clamp(1, LATENCY_TOP_NS));
+                lat.record(sys::monotonic_ns(), &m);
                 sum = sum.wrapping_add(m.seq);
                 match (stream, audio.as_mut()) {
                     (true, Some(AudioIo::Playback { handle, .. })) => {
