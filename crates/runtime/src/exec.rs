@@ -1368,8 +1368,8 @@ pub struct Builtin {
     per_release: usize,
     /// (output index, messages per release, bytes, carries the recorded burst).
     sends: Vec<(usize, u64, usize, bool)>,
-    /// Per input: whether its messages are audio streams to mix.
-    inputs: Vec<bool>,
+    /// Per input: `Some(senders)` when its messages are audio streams to mix.
+    inputs: Vec<Option<usize>>,
     payload: Vec<u8>,
     /// Send times of the streams mixed in this release (capacity preallocated).
     sent: Vec<u64>,
@@ -1400,10 +1400,16 @@ impl Builtin {
                 (i, per, o.size, recording && Some(o.size) == burst)
             })
             .collect();
-        let inputs: Vec<bool> = io
+        // A stream input gives one burst per sender per release: the bursts of one stream are
+        // consecutive in time, so a second one waits for the next release instead of being
+        // summed onto the first.
+        let inputs: Vec<Option<usize>> = io
             .inputs
             .iter()
-            .map(|i| playing && Some(i.rx.message_size()) == burst)
+            .map(|i| {
+                let senders = m.channels.iter().find(|c| c.name == i.name).map_or(1, |c| c.senders.len());
+                (playing && Some(i.rx.message_size()) == burst).then_some(senders)
+            })
             .collect();
         let streams: usize = m
             .channels
@@ -1432,12 +1438,13 @@ impl Component for Builtin {
         if let Some(AudioIo::Playback { handle, .. }) = io.audio.as_mut() {
             handle.mixer().begin();
         }
-        for (i, &stream) in self.inputs.iter().enumerate() {
+        for (i, &streams) in self.inputs.iter().enumerate() {
+            let stream = streams.is_some();
             let Io { inputs, audio, .. } = &mut *io;
             let Some(input) = inputs.get_mut(i) else { continue };
             let sent = &mut self.sent;
             let lat = &mut input.latency;
-            let r = input.rx.drain(usize::MAX, |m, b| {
+            let r = input.rx.drain(streams.unwrap_or(usize::MAX), |m, b| {
                 lat.record(sys::monotonic_ns(), &m);
                 sum = sum.wrapping_add(m.seq);
                 match (stream, audio.as_mut()) {
