@@ -4,6 +4,9 @@
 //! * `channel/uncontended/{bytes}`: one thread sends a message and receives it back (`send` +
 //!   `try_recv`), with 8 and 256-byte messages: the two critical sections and the copies,
 //!   nothing else.
+//! * `channel/byte/{bytes}`: the same pair on a byte channel (`send` + `try_recv_into`), whose
+//!   message size is known only at run time, as the executor's channels are: 64 bytes, and
+//!   1920 bytes (10 ms of 48 kHz stereo 16-bit audio, one burst).
 //! * `channel/4_senders`: the same pair, from a sender of priority 2, while four other threads
 //!   (pinned to CPU 1, the measuring thread to CPU 0, so that they contend in parallel) send
 //!   priority-1 messages into the same channel as fast as they can (a short pause between
@@ -21,7 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use pacer_runtime::channel::{channel, Overflow, RecvError};
+use pacer_runtime::channel::{byte_channel, channel, Overflow, RecvError};
 
 fn uncontended(c: &mut Criterion) {
     let mut group = c.benchmark_group("channel/uncontended");
@@ -47,6 +50,22 @@ fn uncontended(c: &mut Criterion) {
             black_box(rx.try_recv().ok())
         })
     });
+    group.finish();
+}
+
+fn byte(c: &mut Criterion) {
+    let mut group = c.benchmark_group("channel/byte");
+    for size in [64usize, 1920] {
+        let (tx, mut rx) = byte_channel("bench", 64, size, Overflow::StealLowest, &[1]).expect("channel");
+        let message = vec![7u8; size];
+        let mut buf = vec![0u8; size];
+        group.bench_function(BenchmarkId::from_parameter(size), |b| {
+            b.iter(|| {
+                let _ = tx[0].send(black_box(&message));
+                black_box(rx.try_recv_into(&mut buf).ok())
+            })
+        });
+    }
     group.finish();
 }
 
@@ -281,6 +300,7 @@ fn ping_pong_on(c: &mut Criterion, label: &str, cpus: Option<(usize, usize)>) {
 criterion_group!(
     benches,
     uncontended,
+    byte,
     four_senders_saturated,
     four_senders_paced,
     ping_pong

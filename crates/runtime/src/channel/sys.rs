@@ -1,6 +1,7 @@
 //! The two kernel objects a channel rests on, kept apart so that every `unsafe` of the channel is
 //! in this file: a priority-inheriting `pthread_mutex_t` for the short critical section, and a
-//! futex word on which the receiver sleeps with an absolute CLOCK_MONOTONIC deadline.
+//! futex word on which the receiver sleeps with an absolute CLOCK_MONOTONIC deadline; and the
+//! reading of that clock, which also stamps every send.
 //!
 //! Why not a condition variable for the sleep: glibc's `pthread_cond_signal` takes the
 //! condition's internal lock, which does not inherit priority; a high-priority sender could then
