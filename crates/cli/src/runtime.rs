@@ -97,12 +97,29 @@ pub struct RunArgs {
     /// ALSA PCM such as `default`, `hw:0,0`, `null`).
     #[arg(long, value_name = "BACKEND", default_value = "null", value_parser = parse_backend)]
     audio: pacer_runtime::audio::Backend,
+    /// CPU wake-up latency held for the run (PM QoS, /dev/cpu_dma_latency), µs, or `off`. The
+    /// default 0 keeps idle CPUs polling instead of halting (real-time mode only).
+    #[arg(long, value_name = "US|off", default_value = "0", value_parser = parse_latency)]
+    cpu_latency: CpuLatency,
     /// Bursts in each audio device's buffer (the Fig. 3 model's k).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64), value_name = "K")]
     audio_bursts: u32,
     /// Machine-readable JSON on standard output (schema `pacer.runtime.run/1`).
     #[arg(long)]
     json: bool,
+}
+
+/// `--cpu-latency`: microseconds, or none (`off`).
+#[derive(Clone, Copy, Debug)]
+struct CpuLatency(Option<u32>);
+
+fn parse_latency(s: &str) -> Result<CpuLatency, String> {
+    if s == "off" {
+        return Ok(CpuLatency(None));
+    }
+    s.parse::<u32>()
+        .map(|us| CpuLatency(Some(us)))
+        .map_err(|_| format!("`{s}`: expected microseconds (e.g. 0, 50) or `off`"))
 }
 
 fn parse_backend(s: &str) -> Result<pacer_runtime::audio::Backend, String> {
@@ -222,6 +239,9 @@ fn run_app(a: RunArgs) -> Result<u8> {
     let mut opts = RunOptions::new((a.duration.ns() > 0).then_some(a.duration.ns()), mode);
     opts.signals = Some(signals);
     opts.audio = a.audio.clone();
+    if mode == Mode::Realtime {
+        opts.cpu_latency_us = a.cpu_latency.0;
+    }
     opts.audio_options.device_bursts = a.audio_bursts;
     if let Some(s) = jobs {
         opts.jobs = Some(Box::new(std::io::BufWriter::new(files.open(s)?)));
@@ -295,8 +315,9 @@ fn run_text(r: &pacer_runtime::exec::RunReport, load: &str) -> String {
         s += &format!("stopped by {sig}\n");
     }
     s += &format!(
-        "memory locked: {}; allocation guard: {}\n\ncomponents (µs: p50 / p99 / max)\n",
+        "memory locked: {}; CPU wake-up latency held: {}; allocation guard: {}\n\ncomponents (µs: p50 / p99 / max)\n",
         if r.memory_locked { "yes" } else { "no" },
+        r.cpu_latency_us.map_or("no".to_string(), |us| format!("{us} µs")),
         if r.guard { "on" } else { "not installed" }
     );
     let mut t = Table::new(&[

@@ -279,3 +279,29 @@ garbage line
         assert_eq!(format_cpu_list(&[]), "");
     }
 }
+
+/// A PM QoS request for CPU wake-up latency (`/dev/cpu_dma_latency`, kernel
+/// Documentation/power/pm_qos_interface.rst): while the file is open with a value written, the
+/// cpuidle governor keeps every CPU out of idle states whose exit latency exceeds it. With 0 a
+/// CPU polls instead of halting, which is what keeps a real-time thread's wake-up from paying
+/// an idle exit (on the development VM, a halted vCPU added up to milliseconds; see
+/// docs/experiments/rtdroid.md). The kernel drops the request when the file is closed, so it
+/// ends with this value or with the process, however it ends.
+#[derive(Debug)]
+pub struct CpuLatencyRequest {
+    _file: std::fs::File,
+    pub us: u32,
+}
+
+impl CpuLatencyRequest {
+    /// Asks for at most `us` microseconds of wake-up latency (needs root).
+    pub fn new(us: u32) -> io::Result<CpuLatencyRequest> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/cpu_dma_latency")?;
+        // The binary form (a 32-bit integer) is what the kernel reads in one write.
+        f.write_all(&(us.min(i32::MAX as u32) as i32).to_ne_bytes())?;
+        Ok(CpuLatencyRequest { _file: f, us })
+    }
+}

@@ -308,6 +308,11 @@ pub struct RunOptions {
     pub signals: Option<pacer_linux::signals::SignalFd>,
     /// Called about every 100 ms from the collector with the run's elapsed ns (progress).
     pub progress: Option<Box<dyn FnMut(u64) + Send>>,
+    /// A PM QoS CPU wake-up latency request held for the run (`/dev/cpu_dma_latency`), µs:
+    /// keeps CPUs out of idle states slower to leave than this. `None`: the machine's own
+    /// idle policy. [`RunOptions::new`] asks for 0 (poll, never halt) in real-time mode, as
+    /// cyclictest does.
+    pub cpu_latency_us: Option<u32>,
     /// Where the manifest's audio sessions go, and their device buffers.
     pub audio: Backend,
     pub audio_options: AudioOptions,
@@ -324,6 +329,7 @@ impl RunOptions {
             prefault_stack_bytes: 128 * 1024,
             signals: None,
             progress: None,
+            cpu_latency_us: (mode == Mode::Realtime).then_some(0),
             audio: Backend::Null,
             audio_options: AudioOptions::default(),
         }
@@ -469,6 +475,9 @@ pub struct RunReport {
     /// From the first release to the end, ns.
     pub elapsed_ns: u64,
     pub memory_locked: bool,
+    /// The CPU wake-up latency held during the run (PM QoS), µs, if one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_latency_us: Option<u32>,
     /// Whether the allocation guard watched the run.
     pub guard: bool,
     /// Calibrated busy-loop speed used for built-in `work`, ns per loop.
@@ -682,6 +691,19 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
             }
         },
         Mode::Plain => false,
+    };
+    // Held until `run` returns: the kernel drops the request when the file closes.
+    let pm_qos = match opts.cpu_latency_us {
+        Some(us) => match sys::CpuLatencyRequest::new(us) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                notes.push(format!(
+                    "no CPU latency request ({e}): idle CPUs may take long to wake (root lifts this; --cpu-latency off silences it)"
+                ));
+                None
+            }
+        },
+        None => None,
     };
     let guard_on = guard::installed();
     if !guard_on {
@@ -930,6 +952,7 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
         mode: opts.mode,
         elapsed_ns: elapsed,
         memory_locked,
+        cpu_latency_us: pm_qos.as_ref().map(|r| r.us),
         guard: guard_on,
         ns_per_loop: calibration.map(|c| c.ns_per_loop()),
         signal: signal.map(pacer_linux::run::signal_name),
@@ -1277,7 +1300,9 @@ fn release_loop(slot: &mut Slot, shared: &Shared, arena: &mut Arena) -> Option<S
         }
         // When is the next release?
         let release = if periodic {
-            let r = t0.saturating_add(job.saturating_mul(period));
+            let r = t0
+                .saturating_add(spec.offset_ns)
+                .saturating_add(job.saturating_mul(period));
             if r >= end {
                 return None;
             }
@@ -1407,7 +1432,11 @@ impl Builtin {
             .inputs
             .iter()
             .map(|i| {
-                let senders = m.channels.iter().find(|c| c.name == i.name).map_or(1, |c| c.senders.len());
+                let senders = m
+                    .channels
+                    .iter()
+                    .find(|c| c.name == i.name)
+                    .map_or(1, |c| c.senders.len());
                 (playing && Some(i.rx.message_size()) == burst).then_some(senders)
             })
             .collect();

@@ -128,6 +128,9 @@ pub struct Component {
     /// What `pacer runtime run`'s built-in component does per release when the application
     /// gives no code for it: a calibrated busy loop this long (0: channel traffic only).
     pub work_ns: u64,
+    /// Periodic components: the first release's offset from the application's start (phase),
+    /// < period. The analysis assumes the worst case, simultaneous releases, whatever it is.
+    pub offset_ns: u64,
 }
 
 impl Component {
@@ -386,6 +389,21 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
     let per_release_bytes = k.size("per_release")?.unwrap_or(0);
     let memory_limit_bytes = k.size("memory_limit")?;
     let work_ns = k.duration("work")?.unwrap_or(0);
+    let offset_ns = k.duration("offset")?.unwrap_or(0);
+    if offset_ns >= period {
+        return Err(k.bad(
+            "offset",
+            &format!("an offset below the period ({})", Duration(period)),
+            &Duration(offset_ns).to_string(),
+        ));
+    }
+    if offset_ns > 0 && kind != Kind::Periodic {
+        return Err(k.bad(
+            "offset",
+            "no offset: only periodic components have one (messages release the others)",
+            &Duration(offset_ns).to_string(),
+        ));
+    }
     k.done()?;
     let c = Component {
         name,
@@ -400,6 +418,7 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
         per_release_bytes,
         memory_limit_bytes,
         work_ns,
+        offset_ns,
     };
     // The analysis charges `cost_ns` per release; built-in work beyond it would make every
     // check a promise about some other application.
