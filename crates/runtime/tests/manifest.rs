@@ -437,3 +437,44 @@ fn audio_errors() {
         "periodic component",
     );
 }
+
+#[test]
+fn work_and_offset() {
+    let m = parse(&BASE.replace(
+        "wcet = \"1ms\"",
+        "wcet = \"1ms\"\nwork = \"400us\"\noffset = \"3ms\"",
+    ))
+    .unwrap();
+    assert_eq!(
+        (m.components[0].work_ns, m.components[0].offset_ns),
+        (400_000, 3_000_000)
+    );
+    assert_eq!((m.components[1].work_ns, m.components[1].offset_ns), (0, 0));
+    // The built-in work may not exceed what the analysis charges (wcet here; a reservation's
+    // runtime for b).
+    expect(
+        "wcet = \"1ms\"",
+        "wcet = \"1ms\"\nwork = \"2ms\"",
+        "component[a].work",
+        "at most the cost the analysis charges (1ms)",
+    );
+    expect(
+        "reservation = { runtime = \"2ms\" }",
+        "reservation = { runtime = \"2ms\" }\nwork = \"3ms\"",
+        "component[b].work",
+        "at most the cost the analysis charges (2ms)",
+    );
+    expect(
+        "wcet = \"1ms\"",
+        "wcet = \"1ms\"\noffset = \"10ms\"",
+        "component[a].offset",
+        "an offset below the period (10ms)",
+    );
+    // Messages release a receiver: an offset would mean nothing.
+    expect(
+        "reservation = { runtime = \"2ms\" }",
+        "reservation = { runtime = \"2ms\" }\noffset = \"1ms\"",
+        "component[b].offset",
+        "no offset: only periodic components have one (messages release the others)",
+    );
+}
