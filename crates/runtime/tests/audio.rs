@@ -3,8 +3,6 @@
 //! files written, read back and never written through a link or over a file before success;
 //! file capture checks; ALSA's `null` PCM; and no allocation on any per-release path.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
 
 use pacer_runtime::audio::format::{from_f32, sample_f32, to_f32};
@@ -16,56 +14,18 @@ use pacer_runtime::audio::{
 use pacer_runtime::manifest::{AudioSession, Direction, SampleFormat};
 use pacer_workload::audio::AudioSink;
 
-struct CountingAlloc;
-
-thread_local! {
-    // Const-initialised and without destructors: reaching them never allocates.
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    let _ = ARMED.try_with(|armed| {
-        if armed.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; the counting touches only
-// thread-locals that need no allocation.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: the caller's contract is passed on as is.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: CountingAlloc = CountingAlloc;
+static ALLOC: pacer_runtime::guard::GuardedAlloc = pacer_runtime::guard::GuardedAlloc;
 
-/// Allocations made by this thread while `f` runs.
+/// Allocations made by this thread while `f` runs, counted by the runtime's own allocation
+/// guard as on a component's real-time path (per thread: parallel tests do not see each other).
 fn allocations_in<R>(f: impl FnOnce() -> R) -> (u64, R) {
-    COUNT.with(|c| c.set(0));
-    ARMED.with(|a| a.set(true));
-    let r = f();
-    ARMED.with(|a| a.set(false));
-    (COUNT.with(|c| c.get()), r)
+    let tally = pacer_runtime::guard::Tally::new();
+    let r = {
+        let _section = pacer_runtime::guard::enter(&tally, pacer_runtime::guard::Section::RealTime);
+        f()
+    };
+    (tally.report().rt_allocations, r)
 }
 
 fn session(
