@@ -264,7 +264,14 @@ fn run_app(a: RunArgs) -> Result<u8> {
     if let Some(l) = load {
         l.stop();
     }
-    let out = result.with_context(|| format!("running {}", a.file.display()))?;
+    let out = match result {
+        Err(e @ exec::ExecError::Setup { .. }) if e.to_string().contains("Operation not permitted") => {
+            return Err(anyhow::Error::from(e)
+                .context(format!("running {}", a.file.display()))
+                .context("real-time policies need root or CAP_SYS_NICE (or an RLIMIT_RTPRIO covering the priorities); run with sudo, or --plain for ordinary threads"));
+        }
+        r => r.with_context(|| format!("running {}", a.file.display()))?,
+    };
     files.commit()?;
     if a.json {
         #[derive(serde::Serialize)]

@@ -303,3 +303,38 @@ fn sigterm_ends_the_run_with_a_complete_report_and_nothing_left() {
     }
     assert_total_bw_back(base, "after SIGTERM to pacer runtime run");
 }
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn an_unprivileged_user_is_told_to_use_sudo_or_plain_and_plain_runs() {
+    use std::os::unix::process::CommandExt;
+    let _g = privileged();
+    let (uid, gid) = common::client_user();
+    let path = example("messaging.toml");
+    let out = pacer()
+        .args(["runtime", "run", "--duration", "300ms"])
+        .arg(&path)
+        .uid(uid)
+        .gid(gid)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("run with sudo, or --plain"), "{err}");
+    assert!(err.contains("component `"), "names the component: {err}");
+    let out = pacer()
+        .args(["runtime", "run", "--plain", "--json", "--duration", "300ms"])
+        .arg(&path)
+        .uid(uid)
+        .gid(gid)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0) | Some(2)), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(component(&v, "control")["releases"], 30);
+    assert_eq!(v["memory_locked"], false);
+}
