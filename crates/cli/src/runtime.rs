@@ -46,7 +46,8 @@ pacer runtime run examples/runtime/app.toml --plain --jobs plain.csv   # same co
 pacer compare plain.csv rt.csv --report cmp.html                      # side by side\n\n\
 The manifest is validated first, exactly as `pacer runtime check` does; an invalid application is \
 refused before any thread starts (exit 1, every violation listed). Each component then gets its \
-own thread, set up once before the first release: memory locked (mlockall), stack prefaulted, \
+own thread, set up once before the first release: memory locked (mlockall), idle CPUs kept \
+polling (--cpu-latency), stack prefaulted, \
 pinned to its `cpus`, SCHED_FIFO at its `priority` or SCHED_DEADLINE with its `reservation` \
 (root or CAP_SYS_NICE), its per-release arena allocated. Periodic components are released every \
 period on an absolute timer; services and receivers when a message is pending on their first \
