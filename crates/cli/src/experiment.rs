@@ -9,6 +9,7 @@ use pacer_experiments::sweep::{
     self, aggregate, execute, report, spec::parse_size, Backend, Configuration, LinuxRunner, Runner, Shard,
     SimRunner, Spec, Store,
 };
+use pacer_linux::run::signal_name;
 use pacer_linux::signals::{SignalFd, TERMINATING};
 use pacer_model::Duration;
 use pacer_workload::calibration::CacheProfile;
@@ -28,7 +29,10 @@ Results are cached per run in the output directory (one JSON file per set, confi
 backend and seed): running the same command again resumes and skips what is done. A directory\n\
 holding another experiment is refused. Tables: Table 4's layout, mean ± sd over the sets of a\n\
 row; rates per task per second. Spec format: docs/formats/experiment-toml.md; the paper
-comparison, Slurm and GNU parallel recipes: docs/experiments/rm-vs-edf.md.",
+comparison, Slurm and GNU parallel recipes: docs/experiments/rm-vs-edf.md.\n\n\
+Exit status: 0 = every run done; 1 = refused, or some run failed (the same command retries it);
+128 + N = stopped by signal N (Ctrl-C, SIGTERM, SIGHUP): the runs done are saved and the same
+command resumes.",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
 )]
@@ -145,13 +149,14 @@ pub struct MergeArgs {
     pub report: Option<PathBuf>,
 }
 
-pub fn run(a: Args) -> Result<()> {
+/// Runs the command; returns the exit status (0, or 128 + N when signal N interrupted the sweep).
+pub fn run(a: Args) -> Result<u8> {
     match a.command {
         Some(Sub::RmVsEdf(r)) => {
             let spec = rm_vs_edf_spec(&r)?;
             run_spec(&spec, &r.out, None)
         }
-        Some(Sub::Merge(m)) => merge(&m),
+        Some(Sub::Merge(m)) => merge(&m).map(|()| 0),
         None => {
             let Some(file) = a.file else {
                 bail!("expected a spec file, `rm-vs-edf` or `merge`");
@@ -252,7 +257,7 @@ fn same_path(a: &Path, b: &Path) -> bool {
     }
 }
 
-fn run_spec(spec: &Spec, o: &OutArgs, input: Option<&Path>) -> Result<()> {
+fn run_spec(spec: &Spec, o: &OutArgs, input: Option<&Path>) -> Result<u8> {
     let dir = o
         .out
         .clone()
@@ -316,11 +321,15 @@ fn run_spec(spec: &Spec, o: &OutArgs, input: Option<&Path>) -> Result<()> {
         })
         .or_else(|| signals.as_ref().and_then(SignalFd::next));
     if let Some(sig) = interrupted {
-        bail!(
-            "interrupted by signal {sig}: {} run(s) saved in {}; the same command resumes",
+        // Not an error: the sweep stopped where it was asked to, and the shell's convention for
+        // a command a signal ended lets a script tell this from a failure.
+        eprintln!(
+            "pacer experiment: interrupted by signal {sig} ({}): {} run(s) saved in {}; the same command resumes",
+            signal_name(sig),
             outcome.ran.len(),
             dir.display()
         );
+        return Ok(128u8.saturating_add(sig as u8));
     }
     if !outcome.failed.is_empty() {
         bail!(
@@ -328,7 +337,7 @@ fn run_spec(spec: &Spec, o: &OutArgs, input: Option<&Path>) -> Result<()> {
             outcome.failed.len()
         );
     }
-    Ok(())
+    Ok(0)
 }
 
 fn write_tables(

@@ -171,7 +171,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(*a),
         Command::Convert(a) => convert::run(a),
         Command::Run(a) => run::run(a),
-        Command::Experiment(a) => experiment::run(*a),
+        Command::Experiment(a) => return finish(code(experiment::run(*a))),
         Command::Audio(a) => audio_bench::run(*a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Runtime(a) => return finish(code(runtime::run(a))),

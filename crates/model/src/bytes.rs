@@ -30,9 +30,33 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("\"{text}\" is too large"))
 }
 
+/// [`parse_bytes`] for formats that want a unit: a bare number other than 0 is refused, since
+/// whether `64` meant bytes or KiB changes a budget by 1024 (`0` is 0 in every unit).
+pub fn parse_bytes_with_unit(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && !t.trim_start_matches('0').is_empty() {
+        return Err(format!(
+            "\"{text}\" has no unit: write \"{t}B\", \"{t}KiB\" or \"{t}MiB\""
+        ));
+    }
+    parse_bytes(t)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{parse_bytes, parse_bytes_with_unit};
+
+    #[test]
+    fn with_unit_refuses_bare_numbers_but_zero() {
+        assert_eq!(parse_bytes_with_unit("64B"), Ok(64));
+        assert_eq!(parse_bytes_with_unit("0"), Ok(0));
+        assert_eq!(parse_bytes_with_unit("00"), Ok(0));
+        assert_eq!(
+            parse_bytes_with_unit("64"),
+            Err("\"64\" has no unit: write \"64B\", \"64KiB\" or \"64MiB\"".into())
+        );
+        assert!(parse_bytes_with_unit("4Q").unwrap_err().contains("unknown unit"));
+    }
 
     #[test]
     fn binary_units_in_every_spelling() {

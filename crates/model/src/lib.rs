@@ -1,5 +1,6 @@
 //! pacer's vocabulary, shared by every other crate: integer-nanosecond time, tasks and task sets,
-//! jobs, SCHED_DEADLINE reservations, platforms, and the task-set file format.
+//! jobs, SCHED_DEADLINE reservations, platforms, the task-set file format, and the strict key
+//! reader of pacer's TOML files.
 
 pub mod bytes;
 pub mod format;
@@ -10,6 +11,7 @@ pub mod reservation;
 pub mod task;
 pub mod text;
 pub mod time;
+pub mod toml_keys;
 
 pub use format::{parse_taskset, read_taskset, write_taskset, FormatError};
 pub use job::Job;

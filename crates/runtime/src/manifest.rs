@@ -3,10 +3,11 @@
 //! release memory; §4.2, Fig. 17: the audio manifest). Format: docs/formats/manifest.md.
 //!
 //! RTDroid extends Android's XML manifest; pacer's manifest is TOML with the same content. It is
-//! read key by key from a `toml::Table` rather than through serde's derive so that every error
-//! names the file, the full key (`component[filter].period`), what was expected and what was
-//! found, and so that an unknown key is refused: a misspelt `dedline` must not silently become
-//! the default deadline of a real-time component.
+//! read key by key (`pacer_model::toml_keys`, the experiment spec's reader too) rather than
+//! through serde's derive so that every error names the file, the full key
+//! (`component[filter].period`), what was expected and what was found, and so that an unknown
+//! key is refused: a misspelt `dedline` must not silently become the default deadline of a
+//! real-time component.
 //!
 //! Parsing checks what makes a manifest meaningless (missing keys, bad units, names that refer
 //! to nothing, D > T); whether a meaningful application fits the machine is [`crate::validate`]'s
@@ -16,6 +17,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use pacer_model::reservation::{DEFAULT_PERIOD_MAX, DEFAULT_PERIOD_MIN};
+use pacer_model::toml_keys::KeyError;
 use pacer_model::{Duration, Reservation};
 use serde::Serialize;
 
@@ -38,6 +40,29 @@ pub enum ManifestError {
         found: String,
     },
 }
+
+impl From<KeyError> for ManifestError {
+    fn from(e: KeyError) -> ManifestError {
+        ManifestError::Key {
+            file: e.file,
+            key: e.key,
+            expected: e.expected,
+            found: e.found,
+        }
+    }
+}
+
+/// The manifest's reader of a table's keys (`pacer_model::toml_keys`).
+type Keys = pacer_model::toml_keys::Keys<ManifestError>;
+
+/// What the manifest's durations are expected to be.
+const DURATION: &str = "a duration with a unit, such as \"10ms\" or \"250us\"";
+
+/// What a channel's `sender` and `receivers` are expected to be.
+const NAMES: &str = "a component name or a list of them";
+
+/// What the manifest's sizes are expected to be.
+const SIZE: &str = "a size with a unit, such as \"64KiB\" or \"256B\"";
 
 impl ManifestError {
     /// The key an error is about (`None` for read and syntax errors).
@@ -276,11 +301,10 @@ impl Manifest {
 
     /// Parses manifest text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Manifest, ManifestError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| ManifestError::Syntax {
+        let mut top = Keys::parse(file, text, |message| ManifestError::Syntax {
             file: file.to_string(),
-            message: e.to_string().trim_end().to_string(),
+            message,
         })?;
-        let mut top = Keys::new(file, String::new(), table);
         let mut app = top
             .table("app")?
             .ok_or_else(|| top.missing("app", "an [app] table"))?;
@@ -293,7 +317,7 @@ impl Manifest {
         top.done()?;
 
         let name = app.name("name")?;
-        let memory_limit_bytes = app.size("memory_limit")?;
+        let memory_limit_bytes = app.size("memory_limit", SIZE)?;
         app.done()?;
         let mut m = Manifest {
             name,
@@ -320,7 +344,7 @@ impl Manifest {
 
 fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError> {
     let name = k.name("name")?;
-    k.rename(&format!("component[{name}]"));
+    k.rename(format!("component[{name}]"));
     if m.component(&name).is_some() {
         return Err(k.bad(
             "name",
@@ -341,13 +365,11 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
             ))
         }
     };
-    let period = k
-        .duration("period")?
-        .ok_or_else(|| k.missing("period", "a duration such as \"10ms\""))?;
+    let period = ns(&mut k, "period")?.ok_or_else(|| k.missing("period", "a duration such as \"10ms\""))?;
     if period == 0 {
         return Err(k.bad("period", "a period above 0", "0"));
     }
-    let deadline = k.duration("deadline")?.unwrap_or(period);
+    let deadline = ns(&mut k, "deadline")?.unwrap_or(period);
     if deadline == 0 || deadline > period {
         return Err(k.bad(
             "deadline",
@@ -355,8 +377,8 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
             &Duration(deadline).to_string(),
         ));
     }
-    let wcet = k.duration("wcet")?;
-    let budget = k.duration("budget")?;
+    let wcet = ns(&mut k, "wcet")?;
+    let budget = ns(&mut k, "budget")?;
     let priority = k.integer("priority")?;
     let reservation = k.table("reservation")?;
     let scheduling = match (priority, reservation) {
@@ -385,11 +407,11 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
         (None, Some(t)) => parse_reservation(t, period, deadline)?,
     };
     let cpus = k.cpus("cpus")?;
-    let persistent_bytes = k.size("persistent")?.unwrap_or(0);
-    let per_release_bytes = k.size("per_release")?.unwrap_or(0);
-    let memory_limit_bytes = k.size("memory_limit")?;
-    let work_ns = k.duration("work")?.unwrap_or(0);
-    let offset_ns = k.duration("offset")?.unwrap_or(0);
+    let persistent_bytes = k.size("persistent", SIZE)?.unwrap_or(0);
+    let per_release_bytes = k.size("per_release", SIZE)?.unwrap_or(0);
+    let memory_limit_bytes = k.size("memory_limit", SIZE)?;
+    let work_ns = ns(&mut k, "work")?.unwrap_or(0);
+    let offset_ns = ns(&mut k, "offset")?.unwrap_or(0);
     if offset_ns >= period {
         return Err(k.bad(
             "offset",
@@ -436,11 +458,9 @@ fn parse_component(m: &Manifest, mut k: Keys) -> Result<Component, ManifestError
 }
 
 fn parse_reservation(mut r: Keys, period: u64, deadline: u64) -> Result<Scheduling, ManifestError> {
-    let runtime = r
-        .duration("runtime")?
-        .ok_or_else(|| r.missing("runtime", "a duration such as \"2ms\""))?;
-    let res_deadline = r.duration("deadline")?.unwrap_or(deadline);
-    let res_period = r.duration("period")?.unwrap_or(period);
+    let runtime = ns(&mut r, "runtime")?.ok_or_else(|| r.missing("runtime", "a duration such as \"2ms\""))?;
+    let res_deadline = ns(&mut r, "deadline")?.unwrap_or(deadline);
+    let res_period = ns(&mut r, "period")?.unwrap_or(period);
     r.done()?;
     // A server slower than its component's releases, or later than its deadline, cannot serve
     // every release in time whatever the analysis says about the reservations themselves.
@@ -475,7 +495,7 @@ fn parse_reservation(mut r: Keys, period: u64, deadline: u64) -> Result<Scheduli
 
 fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
     let name = k.name("name")?;
-    k.rename(&format!("channel[{name}]"));
+    k.rename(format!("channel[{name}]"));
     if m.channels.iter().any(|c| c.name == name) {
         return Err(k.bad(
             "name",
@@ -484,10 +504,10 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
         ));
     }
     let senders = k
-        .names("sender")?
-        .ok_or_else(|| k.missing("sender", "a component name or a list of them"))?;
+        .names("sender", NAMES)?
+        .ok_or_else(|| k.missing("sender", NAMES))?;
     let receivers = k
-        .names("receivers")?
+        .names("receivers", NAMES)?
         .ok_or_else(|| k.missing("receivers", "a list of component names"))?;
     for (key, list) in [("sender", &senders), ("receivers", &receivers)] {
         if list.is_empty() {
@@ -515,7 +535,7 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
         ));
     }
     let message_size_bytes = k
-        .size("message_size")?
+        .size("message_size", SIZE)?
         .ok_or_else(|| k.missing("message_size", "a size such as \"256B\""))?;
     if message_size_bytes == 0 {
         return Err(k.bad("message_size", "a size above 0", "0"));
@@ -550,7 +570,7 @@ fn parse_channel(m: &Manifest, mut k: Keys) -> Result<Channel, ManifestError> {
 
 fn parse_audio(m: &Manifest, mut k: Keys) -> Result<AudioSession, ManifestError> {
     let name = k.name("name")?;
-    k.rename(&format!("audio[{name}]"));
+    k.rename(format!("audio[{name}]"));
     if m.audio.iter().any(|a| a.name == name) {
         return Err(k.bad(
             "name",
@@ -605,6 +625,11 @@ fn parse_audio(m: &Manifest, mut k: Keys) -> Result<AudioSession, ManifestError>
     })
 }
 
+/// A duration in nanoseconds, as the manifest's types hold them.
+fn ns(k: &mut Keys, key: &str) -> Result<Option<u64>, ManifestError> {
+    Ok(k.duration(key, DURATION)?.map(|d| d.ns()))
+}
+
 /// A required count above 0 that fits in 32 bits.
 fn count(k: &mut Keys, key: &str, what: &str) -> Result<u32, ManifestError> {
     let v = k.integer(key)?.ok_or_else(|| k.missing(key, what))?;
@@ -614,187 +639,5 @@ fn count(k: &mut Keys, key: &str, what: &str) -> Result<u32, ManifestError> {
         .ok_or_else(|| k.bad(key, what, &v.to_string()))
 }
 
-/// Parses a size with a unit (`pacer_model::bytes`: `B`, `KiB`, `MiB`, `GiB`, 1024-based). As
-/// with durations, a bare number other than 0 is refused: whether `64` meant bytes or KiB
-/// changes a budget by 1024.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && !t.trim_start_matches('0').is_empty() {
-        return Err(format!(
-            "\"{text}\" has no unit: write \"{t}B\", \"{t}KiB\" or \"{t}MiB\""
-        ));
-    }
-    pacer_model::bytes::parse_bytes(t)
-}
-
-/// The keys of one table, taken one at a time so that whatever is left at the end is a key the
-/// format does not have. `path` is the table's full key, so errors say `component[filter].wcet`.
-struct Keys {
-    file: String,
-    path: String,
-    table: toml::Table,
-}
-
-impl Keys {
-    fn new(file: &str, path: String, table: toml::Table) -> Keys {
-        Keys {
-            file: file.to_string(),
-            path,
-            table,
-        }
-    }
-
-    fn child(&self, key: &str, table: toml::Table) -> Keys {
-        Keys::new(&self.file, self.full(key), table)
-    }
-
-    fn rename(&mut self, path: &str) {
-        self.path = path.to_string();
-    }
-
-    fn full(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.path)
-        }
-    }
-
-    fn bad(&self, key: &str, expected: &str, found: &str) -> ManifestError {
-        ManifestError::Key {
-            file: self.file.clone(),
-            key: self.full(key),
-            expected: expected.to_string(),
-            found: found.to_string(),
-        }
-    }
-
-    fn missing(&self, key: &str, expected: &str) -> ManifestError {
-        self.bad(key, expected, "nothing (the key is required)")
-    }
-
-    fn wrong_type(&self, key: &str, expected: &str, v: &toml::Value) -> ManifestError {
-        self.bad(key, expected, &format!("{} {v}", v.type_str()))
-    }
-
-    fn string(&mut self, key: &str) -> Result<Option<String>, ManifestError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(self.wrong_type(key, "a string", &v)),
-        }
-    }
-
-    /// A required name: letters, digits, `-`, `_`, `.` (it appears in thread names, tables and
-    /// file names).
-    fn name(&mut self, key: &str) -> Result<String, ManifestError> {
-        let what = "a name of letters, digits, '-', '_' or '.'";
-        let s = self.string(key)?.ok_or_else(|| self.missing(key, what))?;
-        let ok = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        if !ok {
-            return Err(self.bad(key, what, &format!("{s:?}")));
-        }
-        Ok(s)
-    }
-
-    /// One name or a list of names.
-    fn names(&mut self, key: &str) -> Result<Option<Vec<String>>, ManifestError> {
-        let what = "a component name or a list of them";
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => Ok(Some(vec![s])),
-            Some(toml::Value::Array(a)) => a
-                .into_iter()
-                .map(|v| match v {
-                    toml::Value::String(s) => Ok(s),
-                    v => Err(self.wrong_type(key, what, &v)),
-                })
-                .collect::<Result<_, _>>()
-                .map(Some),
-            Some(v) => Err(self.wrong_type(key, what, &v)),
-        }
-    }
-
-    fn integer(&mut self, key: &str) -> Result<Option<u64>, ManifestError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),
-            Some(v) => Err(self.wrong_type(key, "a non-negative integer", &v)),
-        }
-    }
-
-    fn duration(&mut self, key: &str) -> Result<Option<u64>, ManifestError> {
-        let what = "a duration with a unit, such as \"10ms\" or \"250us\"";
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => s
-                .parse::<Duration>()
-                .map(|d| Some(d.ns()))
-                .map_err(|e| self.bad(key, what, &format!("\"{s}\" ({e})"))),
-            Some(v) => Err(self.wrong_type(key, what, &v)),
-        }
-    }
-
-    fn size(&mut self, key: &str) -> Result<Option<u64>, ManifestError> {
-        let what = "a size with a unit, such as \"64KiB\" or \"256B\"";
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => parse_size(&s).map(Some).map_err(|e| self.bad(key, what, &e)),
-            Some(toml::Value::Integer(0)) => Ok(Some(0)),
-            Some(v) => Err(self.wrong_type(key, what, &v)),
-        }
-    }
-
-    /// A non-empty list of distinct CPU numbers, returned ascending.
-    fn cpus(&mut self, key: &str) -> Result<Vec<usize>, ManifestError> {
-        let what = "a non-empty list of distinct CPU numbers, such as [0] or [0, 1]";
-        let v = self.table.remove(key).ok_or_else(|| self.missing(key, what))?;
-        let toml::Value::Array(items) = v else {
-            return Err(self.wrong_type(key, what, &v));
-        };
-        let mut set = BTreeSet::new();
-        for item in &items {
-            match item {
-                toml::Value::Integer(i) if (0..4096).contains(i) && set.insert(*i as usize) => {}
-                other => return Err(self.wrong_type(key, what, other)),
-            }
-        }
-        if set.is_empty() {
-            return Err(self.bad(key, what, "an empty list"));
-        }
-        Ok(set.into_iter().collect())
-    }
-
-    fn table(&mut self, key: &str) -> Result<Option<Keys>, ManifestError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::Table(t)) => Ok(Some(self.child(key, t))),
-            Some(v) => Err(self.wrong_type(key, "a table", &v)),
-        }
-    }
-
-    /// An array of tables (`[[component]]`), each named by its position until its name is read.
-    fn tables(&mut self, key: &str) -> Result<Vec<Keys>, ManifestError> {
-        let what = format!("an array of tables ([[{key}]])");
-        match self.table.remove(key) {
-            None => Ok(Vec::new()),
-            Some(toml::Value::Array(items)) => items
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| match v {
-                    toml::Value::Table(t) => Ok(Keys::new(&self.file, format!("{key}[{i}]"), t)),
-                    v => Err(self.wrong_type(key, &what, &v)),
-                })
-                .collect(),
-            Some(v) => Err(self.wrong_type(key, &what, &v)),
-        }
-    }
-
-    /// Refuses whatever key was not taken.
-    fn done(&self) -> Result<(), ManifestError> {
-        match self.table.keys().next() {
-            None => Ok(()),
-            Some(k) => Err(self.bad(k, "no such key (a misspelling?)", "an unknown key")),
-        }
-    }
-}
+/// The manifest's sizes: a unit is required (`pacer_model::bytes`), as with durations.
+pub use pacer_model::bytes::parse_bytes_with_unit as parse_size;

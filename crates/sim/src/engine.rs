@@ -1405,6 +1405,8 @@ fn new_thread(
     fair: &FairParams,
 ) -> Result<Thread, SimError> {
     let m = cfg.cpus;
+    // Only the mask is kept, never the list: a list of every CPU (a cluster as large as the
+    // machine) is then the same thread as one without affinity, scheduled job for job alike.
     let affinity = match &spec.affinity {
         None => vec![true; m],
         Some(cpus) => affinity_mask(cpus, m).map_err(|e| match e {

@@ -4,7 +4,7 @@
 mod support;
 
 use pacer_model::{Duration, Reservation};
-use pacer_sim::{JobRecord, Sim, SimConfig};
+use pacer_sim::{CfsTunables, FairModel, JobRecord, Observer, Sim, SimConfig, TraceEvent};
 use pacer_workload::{Event, Phase, Policy, ThreadSpec, TimerId, TimerMode, Work, Workload};
 use support::Jobs;
 
@@ -348,6 +348,107 @@ fn identical_seeds_give_identical_runs() {
     assert!(a.len() > 900, "{}", a.len());
     assert_eq!(a, b);
     assert_ne!(a, c);
+}
+
+/// Every job and every scheduling event of a run.
+#[derive(Default)]
+struct Trace(Vec<JobRecord>, Vec<TraceEvent>);
+
+impl Observer for Trace {
+    fn job(&mut self, r: &JobRecord) {
+        self.0.push(*r);
+    }
+    fn event(&mut self, e: &TraceEvent) {
+        self.1.push(*e);
+    }
+    fn wants_events(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn an_affinity_of_every_cpu_is_no_affinity() {
+    // A cluster as large as the machine (the experiment's clustered configurations when the
+    // cluster size is the CPU count) lists every CPU: it must schedule as global does, job for
+    // job and switch for switch, whatever the list's order or repeats. G-EDF reservations with
+    // random execution times, FIFO and fair threads: every class's CPU choice sees the affinity.
+    let m = 4;
+    let mk = |affinity: Option<Vec<usize>>| -> Vec<ThreadSpec> {
+        let mut v: Vec<ThreadSpec> = (0..6u64)
+            .map(|i| {
+                thread(
+                    &format!("dl{i}"),
+                    dl(3, 9 + i, 10 + i),
+                    vec![
+                        Event::Run {
+                            work: Work::Uniform {
+                                min: ms(1),
+                                max: ms(4),
+                            },
+                        },
+                        Event::Timer {
+                            timer: TimerId(i as usize),
+                            period: ms(10 + i),
+                            mode: TimerMode::Absolute,
+                        },
+                    ],
+                    affinity.clone(),
+                )
+            })
+            .collect();
+        for i in 0..2 {
+            let rt = Policy::Fifo {
+                priority: 50 + i as u8,
+            };
+            v.push(periodic(
+                &format!("rt{i}"),
+                6 + i,
+                1,
+                7 + i as u64,
+                rt,
+                affinity.clone(),
+            ));
+            let events = vec![support::run(2 + i as u64), support::sleep(1)];
+            v.push(thread(
+                &format!("cfs{i}"),
+                Policy::Other { nice: 0 },
+                events,
+                affinity.clone(),
+            ));
+        }
+        v
+    };
+    let sim = |affinity: Option<Vec<usize>>| {
+        let mut cfg = SimConfig::new(m);
+        cfg.seed = 5;
+        cfg.fair = Some(FairModel::Cfs(CfsTunables::linux(m)));
+        let w = Workload {
+            threads: mk(affinity),
+            duration: None,
+            ignored: vec![],
+            ..Default::default()
+        };
+        let mut sim = Sim::new(w, cfg).unwrap();
+        let mut trace = Trace::default();
+        sim.run_until(1_000 * MS, &mut trace);
+        trace
+    };
+    let none = sim(None);
+    assert!(none.0.len() > 1000, "{}", none.0.len());
+    assert!(
+        none.0.iter().any(|j| j.migrations > 0),
+        "no migration: the affinity is not exercised"
+    );
+    for all in [vec![0, 1, 2, 3], vec![3, 1, 0, 2], vec![0, 1, 2, 3, 0]] {
+        let got = sim(Some(all.clone()));
+        assert_eq!(got.0.len(), none.0.len(), "{all:?}");
+        for (a, b) in got.0.iter().zip(&none.0) {
+            assert_eq!(a, b, "{all:?}");
+        }
+        assert!(got.1 == none.1, "{all:?}: the same jobs by another schedule");
+    }
+    // One CPU fewer is another schedule: the comparison can tell.
+    assert_ne!(sim(Some(vec![0, 1, 2])).0, none.0);
 }
 
 #[test]

@@ -97,13 +97,9 @@ impl Runner for SimRunner {
 
     fn run(&self, req: &RunRequest<'_>) -> Result<RunOutput, RunError> {
         let set = req.set;
-        let mut w = placement(req)?.workload;
-        // A bin of every CPU is no restriction (a cluster as large as the machine).
-        for t in &mut w.threads {
-            if t.affinity.as_ref().is_some_and(|a| a.len() >= req.cpus) {
-                t.affinity = None;
-            }
-        }
+        // A bin of every CPU (a cluster as large as the machine) needs no special case: the
+        // simulator schedules an affinity of every CPU as none.
+        let w = placement(req)?.workload;
         let mut cfg = SimConfig::new(req.cpus);
         cfg.seed = req.seed;
         cfg.cache_model = self.cache.clone();

@@ -2,8 +2,9 @@
 //! or any independent-draws generator, swept over R = U/m and the number of tasks), which of the
 //! six configurations of its Table 1 (P/C/G × EDF/RM, plus DM), on which backends, for how long.
 //!
-//! A spec is read from TOML (docs/formats/experiment-toml.md) key by key rather than through
-//! serde's derive, so every error names the file, the key and what was expected, and an unknown
+//! A spec is read from TOML (docs/formats/experiment-toml.md) key by key
+//! (`pacer_model::toml_keys`, the runtime manifest's reader too) rather than through serde's
+//! derive, so every error names the file, the key and what was expected, and an unknown
 //! key is refused instead of ignored (a misspelt `duraton` must not silently run the default).
 //! The resolved [`Spec`] is what identifies an experiment: it is written to the output directory
 //! and a directory holding a different one is refused.
@@ -14,6 +15,7 @@ use pacer_analysis::gen::{
     derive_seed, DeadlineMethod, GenSpec, PeriodMethod, Recipe, RmVsEdfVariant, UtilizationMethod,
 };
 use pacer_analysis::partition::{Heuristic, Placement};
+use pacer_model::toml_keys::KeyError;
 use pacer_model::Duration;
 use serde::{Deserialize, Serialize};
 
@@ -192,6 +194,23 @@ pub enum SpecError {
     },
 }
 
+impl From<KeyError> for SpecError {
+    fn from(e: KeyError) -> SpecError {
+        SpecError::Field {
+            file: e.file,
+            field: e.key,
+            expected: e.expected,
+            found: e.found,
+        }
+    }
+}
+
+/// The spec's reader of a table's keys (`pacer_model::toml_keys`).
+type Fields = pacer_model::toml_keys::Keys<SpecError>;
+
+/// What the spec's durations are expected to be.
+const DURATION: &str = "a duration with a unit, such as \"10s\"";
+
 /// The paper's clusters: six cores sharing an L3 (§5.4), when that divides the CPUs.
 pub const PAPER_CLUSTER_SIZE: usize = 6;
 
@@ -246,11 +265,10 @@ impl Spec {
 
     /// Parses and validates TOML text; `file` names it in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Spec, SpecError> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| SpecError::Syntax {
+        let mut top = Fields::parse(file, text, |message| SpecError::Syntax {
             file: file.to_string(),
-            message: e.to_string().trim_end().to_string(),
+            message,
         })?;
-        let mut top = Fields::new(file, "", table);
         let name = top.string("name")?.unwrap_or_else(|| "experiment".into());
         if name.is_empty()
             || !name
@@ -269,7 +287,9 @@ impl Spec {
             return Err(top.bad("cpus", "an integer in 1..=4096", &cpus.to_string()));
         }
         let cpus = cpus as usize;
-        let duration = top.duration("duration")?.unwrap_or(Duration::from_secs(10));
+        let duration = top
+            .duration("duration", DURATION)?
+            .unwrap_or(Duration::from_secs(10));
         if duration.ns() == 0 {
             return Err(top.bad("duration", "a duration > 0, such as \"10s\"", "0"));
         }
@@ -336,20 +356,22 @@ impl Spec {
                 &assign,
             ));
         }
-        let ilp_time_limit = top.duration("ilp_time_limit")?.unwrap_or(Duration::from_secs(2));
+        let ilp_time_limit = top
+            .duration("ilp_time_limit", DURATION)?
+            .unwrap_or(Duration::from_secs(2));
         let reclaim = top.boolean("reclaim")?.unwrap_or(false);
         let cache_model = top.string("cache_model")?;
-        let work = match top.table.remove("work") {
+        let work = match top.take("work") {
             None => 1.0,
             Some(toml::Value::Float(f)) if f > 0.0 && f <= 1.0 => f,
             Some(toml::Value::Integer(1)) => 1.0,
-            Some(v) => return Err(top.wrong("work", "a fraction of C in (0, 1]", &v)),
+            Some(v) => return Err(top.wrong_type("work", "a fraction of C in (0, 1]", &v)),
         };
         let Some(gen) = top.table("generator")? else {
             return Err(top.bad("generator", "a [generator] table", "nothing"));
         };
-        let generator = parse_generator(file, gen)?;
-        top.finish()?;
+        let generator = parse_generator(gen)?;
+        top.done()?;
         let spec = Spec {
             name,
             seed,
@@ -466,8 +488,7 @@ impl Spec {
     }
 }
 
-fn parse_generator(file: &str, table: toml::Table) -> Result<Generator, SpecError> {
-    let mut g = Fields::new(file, "generator.", table);
+fn parse_generator(mut g: Fields) -> Result<Generator, SpecError> {
     let recipe = g.string("recipe")?.unwrap_or_else(|| "rm-vs-edf".into());
     let r = g.floats("r")?.ok_or_else(|| {
         g.bad(
@@ -540,7 +561,7 @@ fn parse_generator(file: &str, table: toml::Table) -> Result<Generator, SpecErro
         }
         other => return Err(g.bad("recipe", "`rm-vs-edf` or `independent`", other)),
     };
-    g.finish()?;
+    g.done()?;
     Ok(out)
 }
 
@@ -548,157 +569,6 @@ fn parse_generator(file: &str, table: toml::Table) -> Result<Generator, SpecErro
 /// `pacer_model::bytes`, the one rule of every pacer format.
 pub fn parse_size(s: &str) -> Option<u64> {
     pacer_model::bytes::parse_bytes(s).ok()
-}
-
-/// The keys of one TOML table, taken one by one so that what is left at the end is unknown.
-struct Fields {
-    file: String,
-    prefix: &'static str,
-    table: toml::Table,
-}
-
-impl Fields {
-    fn new(file: &str, prefix: &'static str, table: toml::Table) -> Fields {
-        Fields {
-            file: file.to_string(),
-            prefix,
-            table,
-        }
-    }
-
-    fn bad(&self, key: &str, expected: &str, found: &str) -> SpecError {
-        SpecError::Field {
-            file: self.file.clone(),
-            field: format!("{}{key}", self.prefix),
-            expected: expected.to_string(),
-            found: found.to_string(),
-        }
-    }
-
-    fn wrong(&self, key: &str, expected: &str, v: &toml::Value) -> SpecError {
-        self.bad(key, expected, &format!("{} {v}", v.type_str()))
-    }
-
-    fn string(&mut self, key: &str) -> Result<Option<String>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(self.wrong(key, "a string", &v)),
-        }
-    }
-
-    fn boolean(&mut self, key: &str) -> Result<Option<bool>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::Boolean(b)) => Ok(Some(b)),
-            Some(v) => Err(self.wrong(key, "true or false", &v)),
-        }
-    }
-
-    fn integer(&mut self, key: &str) -> Result<Option<u64>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),
-            Some(v) => Err(self.wrong(key, "a non-negative integer", &v)),
-        }
-    }
-
-    fn duration(&mut self, key: &str) -> Result<Option<Duration>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => s.parse::<Duration>().map(Some).map_err(|e| {
-                self.bad(
-                    key,
-                    "a duration with a unit, such as \"10s\"",
-                    &format!("\"{s}\" ({e})"),
-                )
-            }),
-            Some(v) => Err(self.wrong(key, "a duration with a unit, such as \"10s\"", &v)),
-        }
-    }
-
-    fn table(&mut self, key: &str) -> Result<Option<toml::Table>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::Table(t)) => Ok(Some(t)),
-            Some(v) => Err(self.wrong(key, "a table", &v)),
-        }
-    }
-
-    fn list(&mut self, key: &str, what: &str) -> Result<Option<Vec<toml::Value>>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(toml::Value::Array(a)) => Ok(Some(a)),
-            Some(v) => Err(self.wrong(key, &format!("a list of {what}"), &v)),
-        }
-    }
-
-    fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, SpecError> {
-        let Some(items) = self.list(key, "strings")? else {
-            return Ok(None);
-        };
-        items
-            .into_iter()
-            .map(|v| match v {
-                toml::Value::String(s) => Ok(s),
-                v => Err(self.wrong(key, "a list of strings", &v)),
-            })
-            .collect::<Result<_, _>>()
-            .map(Some)
-    }
-
-    fn integers(&mut self, key: &str) -> Result<Option<Vec<u64>>, SpecError> {
-        let Some(items) = self.list(key, "integers")? else {
-            return Ok(None);
-        };
-        items
-            .into_iter()
-            .map(|v| match v {
-                toml::Value::Integer(i) if i >= 0 => Ok(i as u64),
-                v => Err(self.wrong(key, "a list of non-negative integers", &v)),
-            })
-            .collect::<Result<_, _>>()
-            .map(Some)
-    }
-
-    fn floats(&mut self, key: &str) -> Result<Option<Vec<f64>>, SpecError> {
-        let Some(items) = self.list(key, "numbers")? else {
-            return Ok(None);
-        };
-        items
-            .into_iter()
-            .map(|v| match v {
-                toml::Value::Float(f) => Ok(f),
-                toml::Value::Integer(i) => Ok(i as f64),
-                v => Err(self.wrong(key, "a list of numbers", &v)),
-            })
-            .collect::<Result<_, _>>()
-            .map(Some)
-    }
-
-    fn typed<T: serde::de::DeserializeOwned>(
-        &mut self,
-        key: &str,
-        expected: &str,
-    ) -> Result<Option<T>, SpecError> {
-        match self.table.remove(key) {
-            None => Ok(None),
-            Some(v) => {
-                let shown = v.to_string();
-                v.try_into::<T>()
-                    .map(Some)
-                    .map_err(|e| self.bad(key, expected, &format!("{shown} ({})", e.to_string().trim())))
-            }
-        }
-    }
-
-    /// Refuses whatever key was not taken.
-    fn finish(self) -> Result<(), SpecError> {
-        match self.table.keys().next() {
-            None => Ok(()),
-            Some(k) => Err(self.bad(k, "no such key (a misspelling?)", "an unknown key")),
-        }
-    }
 }
 
 fn one() -> f64 {
