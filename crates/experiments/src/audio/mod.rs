@@ -1,7 +1,7 @@
 //! The SynthMark-style audio benchmark on the real kernel (issue 17; `adaptive-deadline-audio-
 //! android.txt` §5.3–6): a real synthesizer callback ([`pacer_workload::synth`]) every b frames
 //! at S Hz, a virtual sink of k bursts consumed on the clock ([`engine`]), background load
-//! ([`load`]), the per-voice cost ([`voicemark`]) and the summaries every mode prints.
+//! ([`crate::load`]), the per-voice cost ([`voicemark`]) and the summaries every mode prints.
 //!
 //! The paper's workUnits patterns are in its voices, where 210 voices saturate the HiKey960's big
 //! CPU at its top OPP (§6.1). A pattern is played here in this machine's voices, scaled by the
