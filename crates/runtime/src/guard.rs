@@ -5,9 +5,14 @@
 //!
 //! [`GuardedAlloc`] wraps the system allocator; a program that wants the guard installs it once:
 //!
-//! ```ignore
+//! ```
 //! #[global_allocator]
 //! static ALLOC: pacer_runtime::guard::GuardedAlloc = pacer_runtime::guard::GuardedAlloc;
+//! # fn main() {
+//! // Once anything has been allocated through it, the runtime knows it is watching.
+//! let v = vec![1u8];
+//! assert!(pacer_runtime::guard::installed() && v.len() == 1);
+//! # }
 //! ```
 //!
 //! (the `pacer` binary does). The executor then marks each component thread's sections
