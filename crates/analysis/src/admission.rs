@@ -32,6 +32,7 @@ pub struct AdmissionConfig {
     pub rt_period_us: u64,
     /// Per-CPU fair-server reservation (runtime, period), `None` on kernels before 6.12 or when
     /// the server is disabled.
+    #[serde(serialize_with = "pacer_model::time::as_ns::opt_reservation")]
     pub fair_server: Option<(Duration, Duration)>,
 }
 

@@ -78,7 +78,11 @@ pub struct Outcome {
     pub bound: Option<f64>,
     /// Per-task response-time (or tardiness) bounds in input order; `None` where unbounded or
     /// above the deadline.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "per_task_ns",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "pacer_model::time::as_ns::opt_list"
+    )]
     pub per_task: Option<Vec<Option<Duration>>>,
     /// Index of the first task the test could not clear, if any.
     #[serde(skip_serializing_if = "Option::is_none")]

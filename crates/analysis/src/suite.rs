@@ -21,6 +21,10 @@ pub struct SuiteConfig {
     /// Run the optimal min–max-load (ILP) assignment.
     pub milp: bool,
     /// Wall-clock limit for the optimal (ILP) assignment.
+    #[serde(
+        rename = "milp_time_limit_ns",
+        serialize_with = "pacer_model::time::as_ns::one"
+    )]
     pub milp_time_limit: pacer_model::Duration,
     /// Kernel settings for the SCHED_DEADLINE admission check.
     pub admission: AdmissionConfig,

@@ -181,7 +181,7 @@ pub fn report(label: &str, set: &TaskSet, cfg: &SuiteConfig, details: Details, j
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json_value(label, set, cfg, &rows)?)?
+            crate::output::json_text("pacer.analyze/1", &json_value(label, set, cfg, &rows)?)?
         );
         return Ok(());
     }

@@ -208,7 +208,7 @@ pub fn run(a: AudioArgs) -> Result<()> {
     }
     out.commit()?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", crate::output::json_text("pacer.sim.audio/1", &report)?);
     } else {
         print!("{}", render(&report, &origin));
     }

@@ -194,7 +194,7 @@ fn period(a: PeriodArgs) -> Result<()> {
             closed_loop,
             closed_loop_no_probe,
         };
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", crate::output::json_text("pacer.bench.period/1", &r)?);
         return Ok(());
     }
     let describe = |d: &Degradation| {

@@ -358,7 +358,7 @@ pub fn run(a: DaemonBenchArgs) -> Result<()> {
         daemon_cpu: cpu,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", crate::output::json_text("pacer.bench.daemon/1", &report)?);
         return Ok(());
     }
     let us = |ns: u64| format!("{:.1} µs", ns as f64 / 1e3);

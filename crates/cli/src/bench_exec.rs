@@ -268,7 +268,7 @@ pub fn run(a: ExecBenchArgs) -> Result<()> {
         controller_cpu,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", crate::output::json_text("pacer.bench.exec/1", &report)?);
         return Ok(());
     }
     println!(

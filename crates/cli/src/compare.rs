@@ -189,7 +189,7 @@ pub fn run(a: Args) -> Result<u8> {
             overheads: report.overheads(),
             report: &report,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", crate::output::json_text("pacer.compare/1", &out)?);
     } else {
         let esc = pacer_model::text::escape_control;
         println!(

@@ -74,7 +74,7 @@ pub fn run(args: Args) -> Result<u8> {
     let cfg = load(&args)?;
     if args.check {
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&cfg)?);
+            println!("{}", crate::output::json_text("pacer.daemon.config/1", &cfg)?);
         } else {
             let q = cfg.quota_for(65534, None, &[]);
             println!(
@@ -155,11 +155,11 @@ pub fn status(args: StatusArgs) -> Result<u8> {
     let path = args.socket.unwrap_or_else(pacer::default_socket);
     let client = pacer::Client::connect_to(&path)?;
     let json = client.status_json()?;
+    let v: serde_json::Value = serde_json::from_str(&json).context("the daemon's status")?;
     if args.json {
-        println!("{json}");
+        println!("{}", crate::output::json_text("pacer.status/1", &v)?);
         return Ok(0);
     }
-    let v: serde_json::Value = serde_json::from_str(&json).context("the daemon's status")?;
     let f = |x: &serde_json::Value| x.as_f64().map_or("-".to_string(), |b| format!("{b:.3}"));
     println!(
         "pacer daemon PID {} (protocol {}), up {:.1} s: {} connection(s), reserved {} of {} CPUs, guardian {}",

@@ -86,7 +86,7 @@ pub fn run(a: Args) -> Result<()> {
             .map(|(p, s, i)| serde_json::json!({ "policy": p, "run": i, "summary": s }))
             .collect();
         let doc = serde_json::json!({ "taskset": set, "analysis": analysis, "simulations": sims });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        println!("{}", crate::output::json_text("pacer.demo/1", &doc)?);
         return Ok(());
     }
     println!("\nsimulated for {duration} of model time each (`pacer sim --help` for more):\n");

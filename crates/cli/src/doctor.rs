@@ -251,7 +251,7 @@ pub fn run(a: Args) -> Result<u8> {
             "repairs": actions,
             "failures": failures,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", crate::output::json_text("pacer.doctor/1", &v)?);
     } else {
         print!("{}", render(&snap, &found));
         for act in &actions {

@@ -720,7 +720,12 @@ fn run_loop<S: Controlled>(
     Ok(end)
 }
 
-fn print_json_line(v: serde_json::Value) -> Result<()> {
+/// One line of `pacer exec|attach --json` (JSON Lines, schema `pacer.exec/1` on every line, so
+/// a consumer that reads one line alone knows what it holds).
+fn print_json_line(mut v: serde_json::Value) -> Result<()> {
+    if let Some(m) = v.as_object_mut() {
+        m.insert("schema".into(), serde_json::Value::from("pacer.exec/1"));
+    }
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, &v)?;
     out.write_all(b"\n")?;

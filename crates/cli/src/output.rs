@@ -723,3 +723,19 @@ mod tests {
         assert!(e.to_string().contains("not a directory"), "{e}");
     }
 }
+
+/// A command's `--json` document: its schema name (`pacer.<command>/<version>`,
+/// docs/formats/json.md) first, then the command's own fields. Every command prints its
+/// document through [`json_text`], so no output goes without a schema.
+#[derive(serde::Serialize)]
+struct Schemed<'a, T: serde::Serialize> {
+    schema: &'a str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
+/// The pretty-printed `--json` document of `body` under `schema`. `body` must serialise as an
+/// object (a struct or a map) without a `schema` field of its own.
+pub fn json_text<T: serde::Serialize>(schema: &str, body: &T) -> Result<String> {
+    Ok(serde_json::to_string_pretty(&Schemed { schema, body })?)
+}

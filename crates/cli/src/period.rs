@@ -261,7 +261,7 @@ pub fn run(args: Args) -> Result<()> {
             filter: &filter,
             files: &reports,
         };
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        writeln!(out, "{}", crate::output::json_text("pacer.period/1", &doc)?)?;
     } else {
         for (i, r) in reports.iter().enumerate() {
             if i > 0 {

@@ -505,7 +505,7 @@ fn print_results(
     };
     println!(
         "{}",
-        serde_json::to_string_pretty(&JsonOut { run: info, summary })?
+        crate::output::json_text("pacer.run/1", &JsonOut { run: info, summary })?
     );
     Ok(())
 }

@@ -366,10 +366,13 @@ pub fn run(mut a: Args) -> Result<()> {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&JsonOut {
-                run: info,
-                summary: &report
-            })?
+            crate::output::json_text(
+                "pacer.sim/1",
+                &JsonOut {
+                    run: info,
+                    summary: &report
+                }
+            )?
         );
     } else {
         println!(

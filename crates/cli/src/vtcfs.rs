@@ -83,7 +83,7 @@ pub fn run(a: Args) -> Result<()> {
             fig6,
             fig7,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", crate::output::json_text("pacer.vtcfs/1", &out)?);
         return Ok(());
     }
     if six {

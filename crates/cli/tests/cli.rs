@@ -128,7 +128,10 @@ fn json_output_and_stdin() {
     let rows = v["results"].as_array().unwrap();
     let rta = rows.iter().find(|r| r["id"] == "rm/rta").unwrap();
     assert_eq!(rta["verdict"], "schedulable");
-    assert_eq!(rta["per_task"], serde_json::json!(["3ms", "6ms", "20ms"]));
+    assert_eq!(
+        rta["per_task_ns"],
+        serde_json::json!([3_000_000, 6_000_000, 20_000_000])
+    );
 }
 
 #[test]

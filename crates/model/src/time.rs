@@ -250,6 +250,46 @@ impl Serialize for Duration {
     }
 }
 
+/// Serialisers for `--json` outputs, which give times as integer nanoseconds in fields named
+/// `*_ns` (docs/formats/json.md), where a [`Duration`]'s own serialisation is the human text
+/// with a unit that input files use. Use with `#[serde(rename = "…_ns", serialize_with = …)]`.
+pub mod as_ns {
+    use super::Duration;
+    use serde::ser::{SerializeMap, SerializeSeq};
+    use serde::Serializer;
+
+    pub fn one<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.0)
+    }
+
+    /// `None` entries stay `null`.
+    pub fn opt_list<S: Serializer>(v: &Option<Vec<Option<Duration>>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for d in items {
+                    seq.serialize_element(&d.map(|d| d.0))?;
+                }
+                seq.end()
+            }
+        }
+    }
+
+    /// A (runtime, period) reservation as `{"runtime_ns", "period_ns"}`, or `null`.
+    pub fn opt_reservation<S: Serializer>(v: &Option<(Duration, Duration)>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            None => s.serialize_none(),
+            Some((runtime, period)) => {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("runtime_ns", &runtime.0)?;
+                m.serialize_entry("period_ns", &period.0)?;
+                m.end()
+            }
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Duration {
     /// Accepts a string with a unit, or 0. Integers other than 0 are refused for the same reason
     /// as bare numbers in text ([`DurationParseError::NoUnit`]).
