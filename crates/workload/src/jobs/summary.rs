@@ -327,9 +327,31 @@ pub struct SummaryReport {
     pub per_task: Vec<TaskSummary>,
 }
 
-/// Formats ns as µs with exactly three decimals (no rounding).
+/// Formats ns as µs with exactly three decimals (no rounding): for exact values.
 fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// Formats a percentile taken from the response-time histogram as µs with only the decimals
+/// the histogram resolves at that value: its buckets are 2^(⌊log2 v⌋ − 10) ns wide above
+/// 2048 ns (3 significant digits, `SIGFIG`), so a median of 2.16 ms is good to about 2 µs and is
+/// printed "2165", not "2164.735". The quantile itself is the nearest rank, as `pacer compare`'s
+/// ([`super::compare::quantile`]), which has every value and prints all three decimals.
+pub fn us_resolved(ns: u64) -> String {
+    let width = if ns < 2048 {
+        1
+    } else {
+        1u64 << (63 - ns.leading_zeros() - 10)
+    };
+    // The finest printed step, 10^(3 − decimals) ns, may not be finer than the bucket:
+    // decimals = 3 − ⌈log10 width⌉, within 0..=3 (1 ns → 3, 2–10 ns → 2, 11–100 ns → 1).
+    let ceil_log10 = if width <= 1 {
+        0
+    } else {
+        (width - 1).ilog10() as usize + 1
+    };
+    let decimals = 3usize.saturating_sub(ceil_log10);
+    format!("{:.decimals$}", ns as f64 / 1000.0)
 }
 
 fn opt(v: Option<f64>, decimals: usize) -> String {
@@ -403,7 +425,8 @@ pub fn task_rows(report: &SummaryReport) -> Vec<Vec<String>> {
         .per_task
         .iter()
         .map(|t| {
-            let p = |f: fn(&Percentiles) -> u64| t.response_ns.as_ref().map_or("-".into(), |r| us(f(r)));
+            let p =
+                |f: fn(&Percentiles) -> u64| t.response_ns.as_ref().map_or("-".into(), |r| us_resolved(f(r)));
             vec![
                 // Names come from input files: no escape sequence reaches the terminal.
                 pacer_model::text::escape_control(&t.name),
@@ -414,7 +437,7 @@ pub fn task_rows(report: &SummaryReport) -> Vec<Vec<String>> {
                 p(|r| r.p90),
                 p(|r| r.p99),
                 p(|r| r.p999),
-                p(|r| r.max),
+                t.response_ns.as_ref().map_or("-".into(), |r| us(r.max)),
                 opt(t.normalised_laxity_mean, 4),
                 opt(t.normalised_laxity_min, 4),
                 opt(t.utilisation, 4),
@@ -491,6 +514,20 @@ pub fn render_text_labelled(report: &SummaryReport, time_label: &str) -> String 
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod resolution_tests {
+    use super::us_resolved;
+
+    #[test]
+    fn percentiles_print_only_the_digits_the_histogram_holds() {
+        assert_eq!(us_resolved(1_500), "1.500"); // below 2048 ns: exact
+        assert_eq!(us_resolved(5_000), "5.00"); // 4 ns buckets
+        assert_eq!(us_resolved(50_000), "50.0"); // 32 ns buckets
+        assert_eq!(us_resolved(2_164_735), "2165"); // 2048 ns buckets
+        assert_eq!(us_resolved(900_000), "900"); // 512 ns buckets
+    }
 }
 
 #[cfg(test)]
