@@ -355,8 +355,9 @@ pub enum ExecError {
     Audio(#[from] crate::audio::AudioError),
 }
 
-/// p50 / p99 / max of a distribution, ns (`pacer_workload::jobs::compare::quantile`, the one
-/// quantile rule of pacer's summaries).
+/// p50 / p99 / max of a distribution, ns: nearest-rank quantiles (pacer's one rule, as
+/// `pacer_workload::jobs::compare::quantile`) on a histogram of 3 significant digits, each the
+/// top of its bucket; max exact where the caller keeps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Spread {
     pub p50_ns: u64,
@@ -365,16 +366,6 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(mut v: Vec<u64>) -> Spread {
-        v.sort_unstable();
-        use pacer_workload::jobs::compare::quantile;
-        Spread {
-            p50_ns: quantile(&v, 0.5),
-            p99_ns: quantile(&v, 0.99),
-            max_ns: v.last().copied().unwrap_or(0),
-        }
-    }
-
     fn of_histogram(h: &Histogram<u64>) -> Spread {
         if h.is_empty() {
             return Spread::default();
@@ -803,13 +794,14 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
     // The collector: records to the CSV and the statistics, signals, progress.
     let mut csv = opts.jobs.take().map(|w| JobCsv::new(w, names.clone()));
     let mut stats: Vec<Collected> = (0..names.len()).map(|_| Collected::default()).collect();
+    let limits: Vec<u64> = manifest.components.iter().map(|c| c.cost_ns()).collect();
     let mut signal = None;
     let mut last_progress = 0;
     loop {
         let done = shared.running.load(Ordering::SeqCst) == 0;
         for (i, (q, _, _)) in queues.iter().enumerate() {
             while let Some(r) = q.pop() {
-                stats[i].add(&r);
+                stats[i].add(&r, limits[i]);
                 if let Some(c) = csv.as_mut() {
                     c.write(&r);
                 }
@@ -880,10 +872,10 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
             cpus: spec.cpus.clone(),
             releases: st.releases,
             misses: st.misses,
-            overruns: st.overruns(spec),
-            jitter: Spread::of(st.jitter),
-            response: Spread::of(st.response),
-            exec: Spread::of(st.exec),
+            overruns: st.overruns,
+            jitter: st.jitter.spread(),
+            response: st.response.spread(),
+            exec: st.exec.spread(),
             preemptions: st.preemptions,
             migrations: st.migrations,
             deadline_ns: spec.deadline_ns,
@@ -1097,30 +1089,59 @@ fn wire_channels(m: &Manifest) -> Result<Wired, ExecError> {
 struct Collected {
     releases: u64,
     misses: u64,
-    jitter: Vec<u64>,
-    response: Vec<u64>,
-    exec: Vec<u64>,
+    overruns: u64,
+    /// Histograms (3 significant digits) rather than every value: a run without a duration
+    /// must not grow the collector's memory with its length.
+    jitter: Dist,
+    response: Dist,
+    exec: Dist,
     preemptions: u64,
     migrations: u64,
 }
 
-impl Collected {
-    fn add(&mut self, r: &JobRecord) {
-        self.releases += 1;
-        self.misses += u64::from(r.missed());
-        self.jitter.push(r.start.saturating_sub(r.release));
-        self.response.push(r.response_time());
-        self.exec.push(r.exec);
-        self.preemptions += u64::from(r.preemptions);
-        self.migrations += u64::from(r.migrations);
+/// A distribution kept in constant memory, with its exact maximum.
+struct Dist {
+    hist: Histogram<u64>,
+    max: u64,
+}
+
+impl Default for Dist {
+    fn default() -> Dist {
+        Dist {
+            // Auto-resizing: values up to any size (off the real-time path).
+            hist: Histogram::new(3).unwrap_or_else(|_| Histogram::new(2).expect("2 significant digits")),
+            max: 0,
+        }
+    }
+}
+
+impl Dist {
+    fn add(&mut self, v: u64) {
+        self.hist.saturating_record(v);
+        self.max = self.max.max(v);
     }
 
-    fn overruns(&self, spec: &manifest::Component) -> u64 {
-        let limit = spec.cost_ns();
-        if limit == 0 {
-            return 0;
-        }
-        self.exec.iter().filter(|&&e| e > limit).count() as u64
+    fn spread(&self) -> Spread {
+        let mut s = Spread::of_histogram(&self.hist);
+        // The histogram's values are the tops of their buckets: never above the exact maximum.
+        s.p50_ns = s.p50_ns.min(self.max);
+        s.p99_ns = s.p99_ns.min(self.max);
+        s.max_ns = self.max;
+        s
+    }
+}
+
+impl Collected {
+    /// `limit`: the cost the analysis charged per release (0: none).
+    fn add(&mut self, r: &JobRecord, limit: u64) {
+        self.releases += 1;
+        self.misses += u64::from(r.missed());
+        self.overruns += u64::from(limit > 0 && r.exec > limit);
+        self.jitter.add(r.start.saturating_sub(r.release));
+        self.response.add(r.response_time());
+        self.exec.add(r.exec);
+        self.preemptions += u64::from(r.preemptions);
+        self.migrations += u64::from(r.migrations);
     }
 }
 
