@@ -11,6 +11,7 @@ use pacer_workload::jobs::compare::{
     compare_keeping, CompareReport, Metric, Overheads, PairedSamples, TaskComparison,
 };
 use pacer_workload::jobs::csv::JobReader;
+use pacer_workload::jobs::{JobRow, ReadError};
 use serde::Serialize;
 
 use crate::analyze::parse_duration;
@@ -88,7 +89,14 @@ struct JsonOut<'a> {
     report: &'a CompareReport,
 }
 
-fn reader(path: &Path) -> Result<(JobReader<Box<dyn Read>>, String)> {
+/// The rows of a jobs file: CSV (or `-`, standard input), or Parquet by its extension.
+type Rows = Box<dyn Iterator<Item = Result<JobRow, ReadError>>>;
+
+fn reader(path: &Path) -> Result<(Rows, String)> {
+    if pacer_workload::jobs::is_parquet(path) {
+        let rows = pacer_workload::jobs::parquet::read_jobs_parquet(path)?;
+        return Ok((Box::new(rows.into_iter().map(Ok)), path.display().to_string()));
+    }
     let (input, name): (Box<dyn Read>, String) = if path.as_os_str() == "-" {
         (
             Box::new(std::io::Cursor::new(crate::read_stdin()?)),
@@ -98,7 +106,7 @@ fn reader(path: &Path) -> Result<(JobReader<Box<dyn Read>>, String)> {
         let f = std::fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
         (Box::new(std::io::BufReader::new(f)), path.display().to_string())
     };
-    Ok((JobReader::new(input, &name)?, name))
+    Ok((Box::new(JobReader::new(input, &name)?), name))
 }
 
 /// ns as µs with three decimals.

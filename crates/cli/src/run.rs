@@ -13,7 +13,7 @@ use pacer_linux::run::{
 };
 use pacer_linux::taskset::{CacheMissCount, TaskSetError, TaskSetReport, TaskSetRunOptions};
 use pacer_model::Duration;
-use pacer_workload::jobs::{render_text_labelled, JobCsv, JobRecord, Summary, SummaryReport, ThreadId};
+use pacer_workload::jobs::{render_text_labelled, JobRecord, JobSink, Summary, SummaryReport, ThreadId};
 use pacer_workload::{RunSettings, Workload};
 use serde::Serialize;
 
@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md, the schema of
-    /// `pacer sim --jobs`). Rows stream to `.NAME.pacer-tmp-PID` beside the file (flushed every
+    /// `pacer sim --jobs`; a name ending in `.parquet` writes the same columns as Parquet). Rows stream to `.NAME.pacer-tmp-PID` beside the file (flushed every
     /// half second, so a killed run leaves them there), which replaces it only if the run
     /// succeeds; Ctrl-C, SIGTERM and SIGHUP end a run normally, so its files are written
     /// (docs/output-files.md).
@@ -99,7 +99,7 @@ pub struct Args {
 /// Where the executor's records go: the summary, the CSV, the logs, the progress bar.
 struct Sinks<'a> {
     summary: Summary,
-    csv: Option<JobCsv<BufWriter<File>>>,
+    csv: Option<JobSink<BufWriter<File>>>,
     logs: Option<RtAppLogs>,
     /// Opens the logs of threads a `fork` starts, as they start.
     fork_logs: Option<ForkLogs<'a>>,
@@ -340,7 +340,11 @@ pub fn run(a: Args) -> Result<()> {
         None => Vec::new(),
     };
     let csv = match jobs {
-        Some(s) => Some(JobCsv::new(BufWriter::new(files.open(s)?), names.clone())),
+        Some(s) => Some(JobSink::for_path(
+            a.jobs.as_deref().unwrap_or(Path::new("")),
+            BufWriter::new(files.open(s)?),
+            names.clone(),
+        )?),
         None => None,
     };
     let logs = match log_dir {

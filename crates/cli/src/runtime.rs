@@ -70,7 +70,8 @@ pub struct RunArgs {
     #[arg(long)]
     plain: bool,
     /// One CSV row per release (docs/formats/jobs-csv.md): task = component, release, start,
-    /// finish, deadline, CPU time, preemptions, CPU. `pacer compare` reads it.
+    /// finish, deadline, CPU time, preemptions, CPU. `pacer compare` reads it. A name ending in
+    /// `.parquet` writes the same columns as Parquet.
     #[arg(long, value_name = "FILE")]
     jobs: Option<PathBuf>,
     /// Background load: SCHED_OTHER busy threads.
@@ -246,6 +247,7 @@ fn run_app(a: RunArgs) -> Result<u8> {
     opts.audio_options.device_bursts = a.audio_bursts;
     if let Some(s) = jobs {
         opts.jobs = Some(Box::new(std::io::BufWriter::new(files.open(s)?)));
+        opts.jobs_parquet = a.jobs.as_deref().is_some_and(pacer_workload::jobs::is_parquet);
     }
     let bar = (std::io::stderr().is_terminal() && a.duration.ns() > 0).then(|| {
         let b = indicatif::ProgressBar::new(a.duration.ns() / 1_000_000);

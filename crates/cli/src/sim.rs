@@ -9,11 +9,11 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context, Result};
 use pacer_analysis::admission::{self, AdmissionConfig};
 use pacer_model::{Duration, Reservation, TaskSet};
-use pacer_sim::output::csv::JobCsv;
 use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::{Fanout, JobRecord, ThreadId};
 use pacer_sim::{Observer, Sim, SimConfig};
+use pacer_workload::jobs::JobSink;
 use pacer_workload::{Policy, Workload};
 use serde::Serialize;
 
@@ -118,7 +118,8 @@ pub struct Args {
     pub taskgroup_move_window: Option<Duration>,
     /// Write one CSV row per finished job here (docs/formats/jobs-csv.md). Rows stream to
     /// `.NAME.pacer-tmp-PID` beside the file, which replaces it only if the simulation succeeds;
-    /// the input, the other output, devices and FIFOs are refused (docs/output-files.md).
+    /// the input, the other output, devices and FIFOs are refused (docs/output-files.md). A name
+    /// ending in `.parquet` writes the same columns as Parquet.
     #[arg(long)]
     pub jobs: Option<PathBuf>,
     /// Write a Chrome trace-event JSON trace here (loads in ui.perfetto.dev and chrome://tracing);
@@ -431,7 +432,7 @@ pub(crate) struct Files {
 /// The job CSV as an observer that pushes its rows to the file every [`FlushClock`] interval, so
 /// that a simulation killed by SIGKILL leaves them in the temporary file.
 struct PacedCsv {
-    csv: JobCsv<BufWriter<File>>,
+    csv: JobSink<BufWriter<File>>,
     clock: FlushClock,
     rows: u32,
 }
@@ -554,11 +555,18 @@ pub(crate) fn simulate(
     let names = sim.thread_names();
 
     let mut summary = Summary::new(names.len());
-    let mut csv = files.jobs.map(|f| PacedCsv {
-        csv: JobCsv::new(BufWriter::new(f), names.clone()),
-        clock: FlushClock::new(),
-        rows: 0,
-    });
+    let mut csv = match files.jobs {
+        Some(f) => Some(PacedCsv {
+            csv: JobSink::for_path(
+                a.jobs.as_deref().unwrap_or(std::path::Path::new("")),
+                BufWriter::new(f),
+                names.clone(),
+            )?,
+            clock: FlushClock::new(),
+            rows: 0,
+        }),
+        None => None,
+    };
     let mut trace = files
         .trace
         .map(|f| ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus));

@@ -40,7 +40,7 @@ use pacer_linux::run::Calibration;
 use pacer_linux::sched::{self, SchedAttr, ThreadSched};
 use pacer_linux::sys;
 use pacer_model::Policy;
-use pacer_workload::jobs::{JobCsv, JobRecord};
+use pacer_workload::jobs::{JobCsv, JobParquet, JobRecord, JobSink};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -297,6 +297,8 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Where the per-release records go (the jobs CSV), if anywhere.
     pub jobs: Option<Box<dyn Write + Send>>,
+    /// Write them as Parquet instead of CSV (the same columns).
+    pub jobs_parquet: bool,
     /// The busy loop's calibration for built-in components' `work` (measured if `None` and
     /// needed).
     pub calibration: Option<Calibration>,
@@ -325,6 +327,7 @@ impl RunOptions {
             mode,
             stop: Arc::new(AtomicBool::new(false)),
             jobs: None,
+            jobs_parquet: false,
             calibration: None,
             prefault_stack_bytes: 128 * 1024,
             signals: None,
@@ -792,7 +795,13 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
     }
 
     // The collector: records to the CSV and the statistics, signals, progress.
-    let mut csv = opts.jobs.take().map(|w| JobCsv::new(w, names.clone()));
+    let mut csv = match opts.jobs.take() {
+        None => None,
+        Some(w) if opts.jobs_parquet => Some(JobSink::Parquet(
+            JobParquet::new(w, names.clone()).map_err(ExecError::Jobs)?,
+        )),
+        Some(w) => Some(JobSink::Csv(JobCsv::new(w, names.clone()))),
+    };
     let mut stats: Vec<Collected> = (0..names.len()).map(|_| Collected::default()).collect();
     let limits: Vec<u64> = manifest.components.iter().map(|c| c.cost_ns()).collect();
     let mut signal = None;

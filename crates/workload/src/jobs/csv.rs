@@ -230,6 +230,9 @@ pub enum ReadError {
         line: u64,
         message: String,
     },
+    /// A Parquet jobs file that cannot be read (`row` 0: the file itself).
+    #[error("{file}: row {row}: {message}")]
+    Parquet { file: String, row: u64, message: String },
 }
 
 /// Streams the rows of a job CSV, checking each (see the module documentation).
@@ -401,8 +404,12 @@ fn csv_error(file: &str, e: ::csv::Error) -> ReadError {
     }
 }
 
-/// Reads every row of the job CSV at `path` into memory.
+/// Reads every row of the jobs file at `path` into memory: CSV, or Parquet when the name ends
+/// in `.parquet` or `.pq` ([`super::parquet`]).
 pub fn read_jobs(path: &Path) -> Result<Vec<JobRow>, ReadError> {
+    if super::parquet::is_parquet(path) {
+        return super::parquet::read_jobs_parquet(path);
+    }
     let file = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|source| ReadError::Io {
         file: file.clone(),

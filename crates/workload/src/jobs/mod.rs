@@ -15,12 +15,71 @@
 
 pub mod compare;
 pub mod csv;
+pub mod parquet;
 pub mod summary;
 
 use serde::Serialize;
 
 pub use self::compare::{compare, CompareReport, Overheads, TaskComparison};
 pub use self::csv::{read_jobs, JobCsv, JobRow, ReadError, COLUMNS};
+pub use self::parquet::{is_parquet, JobParquet};
+
+/// Where a run's job records go: the CSV, or Parquet when the output's name ends in `.parquet`
+/// or `.pq`. Both have the columns of docs/formats/jobs-csv.md.
+pub enum JobSink<W: std::io::Write + Send> {
+    Csv(JobCsv<W>),
+    Parquet(JobParquet<W>),
+}
+
+impl<W: std::io::Write + Send> JobSink<W> {
+    /// The format `path`'s extension asks for, writing to `writer`.
+    pub fn for_path(path: &std::path::Path, writer: W, names: Vec<String>) -> std::io::Result<Self> {
+        Ok(if is_parquet(path) {
+            JobSink::Parquet(JobParquet::new(writer, names)?)
+        } else {
+            JobSink::Csv(JobCsv::new(writer, names))
+        })
+    }
+
+    pub fn write(&mut self, r: &JobRecord) {
+        match self {
+            JobSink::Csv(c) => c.write(r),
+            JobSink::Parquet(p) => p.write(r),
+        }
+    }
+
+    /// The first error met so far, if any (writing stopped there).
+    pub fn error(&self) -> Option<&std::io::Error> {
+        match self {
+            JobSink::Csv(c) => c.error(),
+            JobSink::Parquet(p) => p.error(),
+        }
+    }
+
+    pub fn set_name(&mut self, thread: u32, name: &str) {
+        match self {
+            JobSink::Csv(c) => c.set_name(thread, name),
+            JobSink::Parquet(p) => p.set_name(thread, name),
+        }
+    }
+
+    /// Pushes the CSV's buffered rows to the file. A Parquet file is readable only once
+    /// finished (its footer comes last), so there it writes nothing early.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            JobSink::Csv(c) => c.flush(),
+            JobSink::Parquet(_) => Ok(()),
+        }
+    }
+
+    /// Flushes everything; the output is complete only if this succeeds.
+    pub fn finish(self) -> std::io::Result<W> {
+        match self {
+            JobSink::Csv(c) => c.finish(),
+            JobSink::Parquet(p) => p.finish(),
+        }
+    }
+}
 pub use self::summary::{
     render_text, render_text_labelled, Percentiles, Summary, SummaryReport, TaskCounters, TaskSummary,
 };
