@@ -161,6 +161,14 @@ fn pacer_words(words: &[String]) -> Option<&[String]> {
 const KNOWN: &[&str] = &[
     "pacer sim --help: broken over two lines at 100 columns (103 with its indent): pacer gen \
      --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2",
+    "pacer sim --help: the comment wraps at 100 columns (117 with its indent): pacer sim set.json \
+     --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev",
+    "pacer sim --help: the comment wraps at 100 columns (102 with its indent): pacer sim \
+     examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload",
+    "pacer sim --help: the comment wraps at 100 columns (115 with its indent): pacer sim set.json \
+     --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json   # reload costs",
+    "pacer sim --help: the comment wraps at 100 columns (102 with its indent): pacer sim set.json \
+     --cpus 4 --policy g-edf --report sim.html   # plots and tables; open in a browser",
 ];
 
 #[test]
@@ -196,11 +204,19 @@ fn every_help_example_parses_and_fits_on_one_line() {
                     ));
                 }
             }
+            // A comment clap wraps leaves its tail on a line of its own, which a pasted block
+            // runs as a command.
             let command = trimmed.split(" #").next().unwrap_or("").trim_end();
-            if runs_pacer && !wrapped.lines().any(|l| l.contains(command)) {
+            let unbroken = |part: &str| wrapped.lines().any(|l| l.contains(part));
+            if !unbroken(command) {
                 problems.push(format!(
                     "{path} --help: broken over two lines at {WIDTH} columns ({} with its indent): {command}",
                     line.split(" #").next().unwrap_or("").trim_end().chars().count()
+                ));
+            } else if !unbroken(trimmed) {
+                problems.push(format!(
+                    "{path} --help: the comment wraps at {WIDTH} columns ({} with its indent): {trimmed}",
+                    line.trim_end().chars().count()
                 ));
             }
         }
