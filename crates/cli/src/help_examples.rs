@@ -191,10 +191,8 @@ fn every_help_example_parses_and_fits_on_one_line() {
                     continue;
                 }
             };
-            let mut runs_pacer = false;
             for words in &commands {
                 let Some(words) = pacer_words(words) else { continue };
-                runs_pacer = true;
                 checked += 1;
                 if let Err(e) = Cli::try_parse_from(words) {
                     let first = e.to_string().lines().next().unwrap_or("").to_string();
