@@ -21,9 +21,9 @@ use crate::table::Table;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
-pacer sim audio                                   # the paper's §6.3 run: 60 s of random voices, seed 1\n  \
+pacer sim audio                                   # the paper's §6.3 run: 60 s, random voices\n  \
 pacer sim audio --pattern square --duration 30s   # the §6.1–6.2 square wave 5 ↔ 185 voices\n  \
-pacer sim audio scenario.toml --json              # a scenario file (docs/formats/audio-scenario.md)\n  \
+pacer sim audio scenario.toml --json              # docs/formats/audio-scenario.md\n  \
 pacer sim audio --csv out/                        # per-configuration job and underrun CSVs\n  \
 pacer sim audio --jitter 0.05                     # callbacks whose cost varies by 5 % (1 SD)\n  \
 pacer sim audio --jitter 0.05 --margin fixed      # eq. 5's fixed margins, as published\n  \

@@ -94,13 +94,14 @@ pub enum PatternArg {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  \
-pacer audio                                   # LatencyMark of every configuration this process may use\n  \
+pacer audio                                   # LatencyMark of every configuration allowed here\n  \
 pacer audio voicemark --runs 5                # voices per CPU on this machine, with their spread\n  \
 pacer audio --config fifo,adaptive --bursts 2 --duration 60s --cpu 1 --noise 0.5\n  \
                                               # 60 s at 2 bursts beside SCHED_FIFO noise above the audio\n  \
 pacer audio jittermark --config fifo --report jitter.html\n  \
 pacer audio load --noise 0.5 --cpu 1 --duration 70s &   # root: the noise for ...\n  \
-pacer audio --config adaptive --via daemon --bursts 2 --cpu 1 --voices-per-cpu V   # ... an unprivileged run\n\n\
+pacer audio --config adaptive --via daemon --bursts 2 --cpu 1 --voices-per-cpu 2139\n  \
+  # ... as any user (2139: the voices per CPU `pacer audio voicemark` measured)\n\n\
 The callback renders b frames (--burst) of a real polyphonic synthesizer (band-limited \
 oscillators, ADSR envelopes, a resonant filter per voice, a stereo mixer) every T = b/S on an \
 absolute timer and writes them into a virtual sink of k bursts whose device reads one burst every \

@@ -27,7 +27,7 @@ pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv\n  \
 pacer compare sim.csv run.csv\n  \
 pacer compare sim.csv run.csv --tolerance 10 --tolerance-floor 200us   # for CI\n  \
-pacer compare sim.csv run.csv --report compare.html   # CDFs of A and B per task; open in a browser\n\n\
+pacer compare sim.csv run.csv --report compare.html   # CDFs of A and B per task, in a browser\n\n\
 Per task present in both files (matched by the `task` column): job counts, median, p90, p99 and\n\
 maximum response time (finish − release, exact order statistics; or with --metric start-delay\n\
 the wake-up-to-start delay, start − release), the difference of the medians\n\

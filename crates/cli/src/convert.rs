@@ -15,7 +15,7 @@ use crate::taskset_args::TaskSetArgs;
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
 pacer convert set.json --policy p-edf --cpus 2 -o set-pedf.json\n  \
-pacer gen --recipe rm-vs-edf --cpus 2 --seed 1 | pacer convert - --policy c-rm --cpus 2 --cluster-size 2\n  \
+pacer gen --recipe rm-vs-edf --cpus 2 | pacer convert - --policy c-rm --cpus 2 --cluster-size 2\n  \
 pacer convert set.json --policy g-edf --cpus 2 --duration 10s -o w.json && sudo pacer run w.json\n\n\
 One rt-app thread per task, named after the task: `run` C, then an absolute `unique` timer of\n\
 period T, forever (`loop: -1`), starting after the task's offset (`delay`). EDF is\n\

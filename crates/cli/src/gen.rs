@@ -13,11 +13,11 @@ use crate::output::{Outputs, Slot, Stdout};
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
-pacer gen -n 10 -u 0.8 --utilizations uunifast --seed 1                # uniprocessor, UUniFast\n  \
-pacer gen -n 12 -u 2.4 --periods uniform --period-min 5ms --period-max 50ms --granularity 1ms -o set.json\n  \
+pacer gen -n 10 -u 0.8 --utilizations uunifast --seed 1   # uniprocessor, UUniFast\n  \
+pacer gen -n 12 -u 2.4 --periods uniform --period-min 5ms --period-max 50ms --granularity 1ms\n  \
 pacer gen -u 3.0 --utilizations unc:bimo-medium --periods unc:log-uni-moderate\n  \
-pacer gen -n 8 -u 1.5 --deadlines constrained:0.5..1.0                  # D = C + r(T − C), r ~ U[0.5, 1]\n  \
-pacer gen --recipe rm-vs-edf --cpus 48 --x 4 --r 0.8 --count 3 -o sets/  # rm-vs-edf-multicore-linux §5.3\n\n\
+pacer gen -n 8 -u 1.5 --deadlines constrained:0.5..1.0   # D = C + r(T − C), r ~ U[0.5, 1]\n  \
+pacer gen --recipe rm-vs-edf --cpus 48 --x 4 --r 0.8 --count 3 -o sets/   # RM-vs-EDF §5.3\n\n\
 The seed and every parameter are written into each file's `generator` field; without --seed a\n\
 random seed is drawn and reported on standard error.")]
 pub struct Args {

@@ -14,6 +14,7 @@ mod bench_daemon;
 mod bench_exec;
 mod calibrate;
 mod compare;
+mod completions;
 mod convert;
 mod cpuset;
 mod daemon;
@@ -22,6 +23,9 @@ mod doctor;
 mod exec;
 mod experiment;
 mod gen;
+#[cfg(test)]
+mod help_examples;
+mod man;
 mod output;
 mod period;
 mod run;
@@ -35,7 +39,7 @@ mod vtcfs;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -99,9 +103,18 @@ enum Command {
     // No doc comments here: they would replace the long help written on the argument structs.
     Daemon(daemon::Args),
     Status(daemon::StatusArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on standard output.
+    Completions(completions::Args),
+    /// Write the man pages: pacer.1 and one per subcommand (pacer-sim.1, pacer-runtime-run.1, …).
+    Man(man::Args),
     /// Internal: the companion that restores threads if pacer is killed (reads stdin).
     #[command(hide = true)]
     Guardian(exec::GuardianArgs),
+}
+
+/// The whole command tree, for what is generated from it (completions, man pages, help checks).
+pub(crate) fn cli_command() -> clap::Command {
+    Cli::command()
 }
 
 /// The command line as given, for the header of HTML reports (what to run to get the same
@@ -185,6 +198,8 @@ fn main() -> ExitCode {
         Command::Guardian(a) => return finish(code(exec::guardian(a))),
         Command::Cpuset(a) => return finish(code(cpuset::run(a))),
         Command::Doctor(a) => return finish(code(doctor::run(a))),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     };
     finish(result.map(|()| ExitCode::SUCCESS))
 }

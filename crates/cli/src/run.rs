@@ -24,7 +24,7 @@ use crate::sim::{read_input, warn_ignored, Input};
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s\n  \
-sudo pacer run examples/textbook.json --policy p-edf --cpus 2 --duration 5s --jobs run.csv   # a task set\n  \
+sudo pacer run examples/textbook.json --policy p-edf --cpus 2 --duration 5s --jobs run.csv\n  \
 sudo pacer run set.json --policy c-rm --cpus 2 --cluster-size 2 --json > run.json\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv --log-dir logs/\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
