@@ -304,8 +304,8 @@ impl<W: Write> Observer for ChromeTrace<W> {
             TraceEvent::Switch {
                 t,
                 cpu,
-                prev: _,
                 next,
+                ..
             } => {
                 self.ensure_cpu(cpu);
                 if let Some((thread, since)) = self.running[cpu as usize].take() {
@@ -320,8 +320,9 @@ impl<W: Write> Observer for ChromeTrace<W> {
                 self.ensure_thread(thread);
                 self.jobs[thread as usize].released = Some((job, t));
             }
-            // Job slices are drawn from `job()`, which has the release and the deadline.
-            TraceEvent::Finish { .. } => {}
+            // Job slices are drawn from `job()`, which has the release and the deadline; the
+            // JSON format has no thread states for wake-ups to change.
+            TraceEvent::Finish { .. } | TraceEvent::Wakeup { .. } => {}
             TraceEvent::Throttle { t, thread, until } => {
                 let mut args = String::from("\"until_us\":");
                 push_us(&mut args, until);
