@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use pacer_analysis::admission::{self, AdmissionConfig};
 use pacer_model::{Duration, Reservation, TaskSet};
 use pacer_sim::output::csv::JobCsv;
-use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::perfetto::{kernel_prio, PerfettoTrace};
+use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::{Fanout, JobRecord, ThreadId};
 use pacer_sim::{Observer, Sim, SimConfig};
@@ -441,9 +441,7 @@ impl TraceFormat {
     /// for `.json`, so that the compact format is the default).
     pub fn of(explicit: Option<TraceFormat>, path: &std::path::Path) -> TraceFormat {
         explicit.unwrap_or_else(|| {
-            let json = path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+            let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
             if json {
                 TraceFormat::Json
             } else {
@@ -616,9 +614,7 @@ pub(crate) fn simulate(
     });
     let format = a.trace.as_deref().map(|p| TraceFormat::of(a.trace_format, p));
     let mut trace = files.trace.map(|f| match format {
-        Some(TraceFormat::Json) => {
-            TraceOut::Json(ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus))
-        }
+        Some(TraceFormat::Json) => TraceOut::Json(ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus)),
         _ => {
             let prios = (0..names.len() as ThreadId)
                 .map(|t| sim.policy_of(t).map_or(120, |p| kernel_prio(&p)))

@@ -68,7 +68,16 @@ fn run(file: &str, format: Option<&str>) -> (Vec<u8>, serde_json::Value) {
     let path_s = path.display().to_string();
     let f = textbook();
     let mut args = vec![
-        "sim", &f, "--cpus", "2", "--policy", "g-edf", "--duration", "300ms", "--json", "--trace",
+        "sim",
+        &f,
+        "--cpus",
+        "2",
+        "--policy",
+        "g-edf",
+        "--duration",
+        "300ms",
+        "--json",
+        "--trace",
         &path_s,
     ];
     if let Some(fmt) = format {
@@ -78,11 +87,7 @@ fn run(file: &str, format: Option<&str>) -> (Vec<u8>, serde_json::Value) {
         .args(&args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     (std::fs::read(&path).unwrap(), summary)
 }

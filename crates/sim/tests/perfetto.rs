@@ -42,7 +42,10 @@ fn decode(bytes: &[u8]) -> Decoded {
     for (n, v) in msg(bytes) {
         assert_eq!(n, 1, "a Trace holds only packets");
         let packet = msg(v.bytes().expect("packet is a message"));
-        let seq = packet.iter().find(|(n, _)| *n == 10).and_then(|(_, v)| v.varint());
+        let seq = packet
+            .iter()
+            .find(|(n, _)| *n == 10)
+            .and_then(|(_, v)| v.varint());
         assert_eq!(seq, Some(u64::from(SEQUENCE_ID)), "trusted_packet_sequence_id");
         for (n, v) in packet {
             match n {
@@ -112,8 +115,7 @@ fn decode_bundle(b: &[u8], d: &mut Decoded) {
 
 /// Runs `file` (an rt-app workload) on `cpus` CPUs for `horizon` ns with a Perfetto trace.
 fn run(file: &str, cpus: u32, horizon: u64) -> (Sim, Vec<u8>) {
-    let text = std::fs::read_to_string(format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap();
+    let text = std::fs::read_to_string(format!("{}/../../{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     let w = pacer_workload::parse_rtapp(&text, file).unwrap();
     let mut sim = Sim::new(w, SimConfig::new(cpus as usize)).unwrap();
     let names = sim.thread_names();
@@ -210,7 +212,10 @@ fn check(file: &str, cpus: u32) {
     }
     let counted: u64 = sim.stats().iter().map(|s| s.switches).sum();
     assert!(counted > 10, "{counted}");
-    assert_eq!(switch_ins, counted, "switches into threads vs the simulator's count");
+    assert_eq!(
+        switch_ins, counted,
+        "switches into threads vs the simulator's count"
+    );
     assert!(wakings > 0);
 }
 
@@ -232,11 +237,7 @@ fn priorities_are_the_kernels() {
     for e in d.events.iter().filter(|e| e.kind == 4) {
         prio.insert(e.strs[&5].clone(), e.ints[&7]);
     }
-    let of = |prefix: &str| {
-        prio.iter()
-            .find(|(n, _)| n.starts_with(prefix))
-            .map(|(_, &p)| p)
-    };
+    let of = |prefix: &str| prio.iter().find(|(n, _)| n.starts_with(prefix)).map(|(_, &p)| p);
     assert_eq!(of("render"), Some(-1), "{prio:?}");
     assert_eq!(of("audio"), Some(49), "{prio:?}");
     assert_eq!(of("hog"), Some(120), "{prio:?}");

@@ -20,8 +20,8 @@ pub mod summary;
 pub mod trace;
 
 pub use self::csv::JobCsv;
-pub use summary::{render_text, Percentiles, Summary, SummaryReport, TaskSummary};
 pub use perfetto::PerfettoTrace;
+pub use summary::{render_text, Percentiles, Summary, SummaryReport, TaskSummary};
 pub use trace::ChromeTrace;
 
 pub(crate) use pacer_workload::jobs::{thread_name, StopOnError};

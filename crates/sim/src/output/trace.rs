@@ -301,12 +301,7 @@ impl<W: Write> Observer for ChromeTrace<W> {
 
     fn event(&mut self, e: &TraceEvent) {
         match *e {
-            TraceEvent::Switch {
-                t,
-                cpu,
-                next,
-                ..
-            } => {
+            TraceEvent::Switch { t, cpu, next, .. } => {
                 self.ensure_cpu(cpu);
                 if let Some((thread, since)) = self.running[cpu as usize].take() {
                     self.cpu_slice(cpu, thread, since, t);
