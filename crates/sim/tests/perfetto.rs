@@ -306,3 +306,65 @@ fn synchronising_workloads() {
         }
     }
 }
+
+#[test]
+fn frequency_changes_are_cpu_frequency_events_of_the_clusters_cpus() {
+    use pacer_sim::record::TraceEvent;
+    let mut trace =
+        PerfettoTrace::new(Vec::new(), vec!["a".into()], 4).with_clusters(vec![vec![0, 1], vec![2, 3]]);
+    trace.event(&TraceEvent::Frequency {
+        t: 5,
+        cluster: 1,
+        khz: 1_800_000,
+    });
+    // An unknown cluster is left out rather than guessed.
+    trace.event(&TraceEvent::Frequency {
+        t: 6,
+        cluster: 7,
+        khz: 1,
+    });
+    let d = decode(&trace.finish().unwrap());
+    let freq: Vec<(u32, i64, i64)> = d
+        .events
+        .iter()
+        .filter(|e| e.kind == 11)
+        .map(|e| (e.cpu, e.ints[&1], e.ints[&2]))
+        .collect();
+    assert_eq!(freq, vec![(2, 1_800_000, 2), (3, 1_800_000, 3)]);
+}
+
+/// A sink that fails after `left` bytes.
+struct Failing {
+    left: usize,
+}
+
+impl std::io::Write for Failing {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::Error::other("disk full"));
+        }
+        let n = b.len().min(self.left);
+        self.left -= n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_first_write_error_is_reported_by_finish() {
+    use pacer_sim::record::TraceEvent;
+    let mut trace = PerfettoTrace::new(Failing { left: 10 }, vec!["a".into()], 1);
+    for i in 0..100_000u64 {
+        trace.event(&TraceEvent::Switch {
+            t: i,
+            cpu: 0,
+            prev: None,
+            next: (i % 2 == 0).then_some(0),
+            prev_state: pacer_sim::record::PrevState::Sleeping,
+        });
+    }
+    let err = trace.finish().err().expect("an error");
+    assert_eq!(err.to_string(), "disk full");
+}
