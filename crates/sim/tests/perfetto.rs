@@ -31,6 +31,10 @@ struct Decoded {
     processes: Vec<i64>,
     /// Per CPU, the timestamps of its events in file order.
     per_cpu: BTreeMap<u32, Vec<u64>>,
+    /// Track uuid → tid of its thread.
+    tracks: BTreeMap<u64, u64>,
+    /// Track events: (timestamp, type, track uuid, name).
+    track_events: Vec<(u64, u64, u64, Option<String>)>,
 }
 
 fn msg(b: &[u8]) -> Vec<(u32, wire::Value<'_>)> {
@@ -47,10 +51,27 @@ fn decode(bytes: &[u8]) -> Decoded {
             .find(|(n, _)| *n == 10)
             .and_then(|(_, v)| v.varint());
         assert_eq!(seq, Some(u64::from(SEQUENCE_ID)), "trusted_packet_sequence_id");
+        let ts = packet.iter().find(|(n, _)| *n == 8).and_then(|(_, v)| v.varint());
         for (n, v) in packet {
             match n {
                 1 => decode_bundle(v.bytes().unwrap(), &mut d),
                 2 => decode_tree(v.bytes().unwrap(), &mut d),
+                11 => {
+                    let f = msg(v.bytes().unwrap());
+                    let int = |k| f.iter().find(|(n, _)| *n == k).and_then(|(_, v)| v.varint());
+                    let name = f.iter().find(|(n, _)| *n == 23);
+                    let name = name.map(|(_, v)| String::from_utf8(v.bytes().unwrap().to_vec()).unwrap());
+                    d.track_events
+                        .push((ts.expect("timestamp"), int(9).unwrap(), int(11).unwrap(), name));
+                }
+                60 => {
+                    let f = msg(v.bytes().unwrap());
+                    let uuid = f.iter().find(|(n, _)| *n == 1).and_then(|(_, v)| v.varint());
+                    let thread = f.iter().find(|(n, _)| *n == 4).unwrap().1.bytes().unwrap();
+                    let t = msg(thread);
+                    let tid = t.iter().find(|(n, _)| *n == 2).and_then(|(_, v)| v.varint());
+                    d.tracks.insert(uuid.unwrap(), tid.unwrap());
+                }
                 8 | 10 => {}
                 other => panic!("unexpected packet field {other}"),
             }
@@ -367,4 +388,40 @@ fn the_first_write_error_is_reported_by_finish() {
     }
     let err = trace.finish().err().expect("an error");
     assert_eq!(err.to_string(), "disk full");
+}
+
+#[test]
+fn job_slices_are_track_events_on_the_threads_tracks() {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../examples/rtapp-periodic.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let w = pacer_workload::parse_rtapp(&text, "rtapp-periodic.json").unwrap();
+    let mut sim = Sim::new(w, SimConfig::new(1)).unwrap();
+    let mut trace = PerfettoTrace::new(Vec::new(), sim.thread_names(), 1).with_job_slices();
+    sim.run_until(500 * MS, &mut trace);
+    let d = decode(&trace.finish().unwrap());
+    let tids: Vec<u64> = d.tracks.values().copied().collect();
+    for tid in &tids {
+        assert!(d.threads.contains_key(&(*tid as i64)), "{tid}");
+    }
+    let begins = d.track_events.iter().filter(|e| e.1 == 1).count() as u64;
+    let ends = d.track_events.iter().filter(|e| e.1 == 2).count() as u64;
+    assert_eq!(begins, sim.jobs_finished());
+    assert_eq!(ends, begins);
+    // Per track, slices alternate begin/end in time order and do not overlap.
+    for uuid in d.tracks.keys() {
+        let mut ev: Vec<_> = d
+            .track_events
+            .iter()
+            .filter(|e| e.2 == *uuid && e.1 != 3)
+            .collect();
+        ev.sort_by_key(|e| (e.0, e.1 == 1)); // an end before a begin at the same instant
+        for (i, e) in ev.iter().enumerate() {
+            assert_eq!(e.1, if i % 2 == 0 { 1 } else { 2 }, "{ev:?}");
+            assert_eq!(e.3.is_some(), e.1 == 1);
+        }
+    }
+    assert!(d.track_events.iter().all(|e| d.tracks.contains_key(&e.2)));
 }
