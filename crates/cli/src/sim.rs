@@ -134,6 +134,11 @@ pub struct Args {
     /// Format of --trace, overriding its extension.
     #[arg(long, value_name = "FORMAT", requires = "trace")]
     pub trace_format: Option<TraceFormat>,
+    /// Also put each job (a slice from release to finish) and each deadline miss on its
+    /// thread's track in the Perfetto protobuf trace (the JSON trace always has them); adds
+    /// about two fifths to the file.
+    #[arg(long, requires = "trace")]
+    pub trace_jobs: bool,
     /// Write an HTML report here (self-contained, no scripts): the run's settings, the summary
     /// table, response-time CDFs per task, the normalised-laxity distribution, deadline misses,
     /// migrations and context switches per task, and a CPU timeline of the start of the run.
@@ -333,6 +338,7 @@ impl Args {
             jobs: None,
             trace: None,
             trace_format: None,
+            trace_jobs: false,
             report: None,
             json: false,
             kernel: Default::default(),
@@ -628,11 +634,10 @@ pub(crate) fn simulate(
                     clusters[c].push(cpu);
                 }
             }
-            TraceOut::Perfetto(
-                PerfettoTrace::new(BufWriter::new(f), names.clone(), a.cpus)
-                    .with_priorities(prios)
-                    .with_clusters(clusters),
-            )
+            let t = PerfettoTrace::new(BufWriter::new(f), names.clone(), a.cpus)
+                .with_priorities(prios)
+                .with_clusters(clusters);
+            TraceOut::Perfetto(if a.trace_jobs { t.with_job_slices() } else { t })
         }
     });
 

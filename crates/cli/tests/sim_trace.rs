@@ -133,6 +133,39 @@ fn trace_format_overrides_the_extension() {
 }
 
 #[test]
+fn trace_jobs_adds_track_events() {
+    let (plain, _) = run("t.pftrace", None);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.pftrace");
+    let out = Command::new(env!("CARGO_BIN_EXE_pacer"))
+        .args([
+            "sim",
+            &textbook(),
+            "--cpus",
+            "2",
+            "--policy",
+            "g-edf",
+            "--duration",
+            "300ms",
+        ])
+        .args(["--json", "--trace-jobs", "--trace"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_protobuf(&bytes, &summary);
+    let track_events = fields(&bytes)
+        .iter()
+        .filter(|(_, p)| fields(p.bytes().unwrap()).iter().any(|(n, _)| *n == 11))
+        .count() as u64;
+    // A begin and an end per finished job, no misses under G-EDF here.
+    assert_eq!(track_events, 2 * summary["summary"]["jobs"].as_u64().unwrap());
+    assert!(bytes.len() > plain.len());
+}
+
+#[test]
 fn trace_format_needs_trace() {
     let out = Command::new(env!("CARGO_BIN_EXE_pacer"))
         .args(["sim", &textbook(), "--trace-format", "json"])
