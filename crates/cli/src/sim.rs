@@ -9,6 +9,7 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context, Result};
 use pacer_analysis::admission::{self, AdmissionConfig};
 use pacer_model::{Duration, Reservation, TaskSet};
+use pacer_sim::output::perfetto::{kernel_prio, PerfettoTrace};
 use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::{Fanout, JobRecord, ThreadId};
@@ -26,11 +27,17 @@ use crate::output::{FlushClock, Outputs, Stdout};
 #[command(
     after_help = "Examples:\n  \
 pacer sim examples/textbook.json --policy g-edf --duration 1s\n  \
-pacer gen --recipe rm-vs-edf --cpus 4 --seed 1 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
-pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace trace.json   # open trace.json in ui.perfetto.dev\n  \
-pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s                   # an rt-app workload\n  \
-pacer sim set.json --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json   # reload costs\n  \
-pacer sim set.json --cpus 4 --policy g-edf --report sim.html   # plots and tables; open in a browser\n\n\
+pacer gen --recipe rm-vs-edf --cpus 4 | pacer sim - --cpus 4 --policy c-edf --cluster-size 2\n  \
+# a Perfetto trace: open run.pftrace in ui.perfetto.dev\n  \
+pacer sim set.json --cpus 2 --policy p-rm --jobs jobs.csv --trace run.pftrace\n  \
+# Chrome JSON instead: also jobs, throttling and misses\n  \
+pacer sim set.json --cpus 2 --policy p-rm --trace trace.json\n  \
+# an rt-app workload\n  \
+pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s\n  \
+# cache-reload costs from a calibration\n  \
+pacer sim set.json --cpus 8 --policy g-edf --wss 256K --cache-model data/calibration/dev-vm.json\n  \
+# plots and tables, a page to open in a browser\n  \
+pacer sim set.json --cpus 4 --policy g-edf --report sim.html\n\n\
 Task sets (docs/formats/taskset.md) run under --policy; rt-app files (a `tasks` object) keep the\n\
 policies, priorities and CPUs they declare. Unfinished jobs at the end of the run are not reported.\n\n\
 `pacer sim audio` runs the low-latency audio experiment (see `pacer sim audio --help`);\n\
@@ -122,10 +129,22 @@ pub struct Args {
     /// ending in `.parquet` writes the same columns as Parquet.
     #[arg(long)]
     pub jobs: Option<PathBuf>,
-    /// Write a Chrome trace-event JSON trace here (loads in ui.perfetto.dev and chrome://tracing);
-    /// replaced only if the simulation succeeds, as --jobs.
+    /// Write a trace here, for ui.perfetto.dev; replaced only if the simulation succeeds, as
+    /// --jobs. The format follows the extension unless --trace-format says: `.json` writes Chrome
+    /// trace-event JSON (also loads in chrome://tracing; shows jobs, throttling and misses);
+    /// `.perfetto-trace`, `.pftrace`, `.pb` and any other extension write Perfetto's protobuf
+    /// format, shaped like a kernel ftrace recording (per-CPU scheduling, thread states and
+    /// wake-ups; loads in trace_processor; much smaller and faster to write).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Format of --trace, overriding its extension.
+    #[arg(long, value_name = "FORMAT", requires = "trace")]
+    pub trace_format: Option<TraceFormat>,
+    /// Also put each job (a slice from release to finish) and each deadline miss on its
+    /// thread's track in the Perfetto protobuf trace (the JSON trace always has them); adds
+    /// about two fifths to the file.
+    #[arg(long, requires = "trace")]
+    pub trace_jobs: bool,
     /// Write an HTML report here (self-contained, no scripts): the run's settings, the summary
     /// table, response-time CDFs per task, the normalised-laxity distribution, deadline misses,
     /// migrations and context switches per task, and a CPU timeline of the start of the run.
@@ -324,6 +343,8 @@ impl Args {
             taskgroup_move_window: None,
             jobs: None,
             trace: None,
+            trace_format: None,
+            trace_jobs: false,
             report: None,
             json: false,
             kernel: Default::default(),
@@ -418,6 +439,52 @@ fn bytes(b: u64) -> String {
         format!("{} MiB", b >> 20)
     } else {
         format!("{} KiB", b >> 10)
+    }
+}
+
+/// The format of `--trace`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    /// Perfetto's protobuf trace format (ftrace scheduling events).
+    Perfetto,
+    /// Chrome trace-event JSON.
+    Json,
+}
+
+impl TraceFormat {
+    /// The format `--trace-format` gives, else the one `path`'s extension implies (JSON only
+    /// for `.json`, so that the compact format is the default).
+    pub fn of(explicit: Option<TraceFormat>, path: &std::path::Path) -> TraceFormat {
+        explicit.unwrap_or_else(|| {
+            let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+            if json {
+                TraceFormat::Json
+            } else {
+                TraceFormat::Perfetto
+            }
+        })
+    }
+}
+
+/// The `--trace` writer.
+enum TraceOut {
+    Json(ChromeTrace<BufWriter<File>>),
+    Perfetto(PerfettoTrace<BufWriter<File>>),
+}
+
+impl TraceOut {
+    fn observer(&mut self) -> &mut dyn Observer {
+        match self {
+            TraceOut::Json(t) => t,
+            TraceOut::Perfetto(t) => t,
+        }
+    }
+
+    fn finish(self, end_ns: u64) -> std::io::Result<()> {
+        match self {
+            TraceOut::Json(t) => t.finish(end_ns).map(drop),
+            TraceOut::Perfetto(t) => t.finish().map(drop),
+        }
     }
 }
 
@@ -567,9 +634,28 @@ pub(crate) fn simulate(
         }),
         None => None,
     };
-    let mut trace = files
-        .trace
-        .map(|f| ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus));
+    let format = a.trace.as_deref().map(|p| TraceFormat::of(a.trace_format, p));
+    let mut trace = files.trace.map(|f| match format {
+        Some(TraceFormat::Json) => TraceOut::Json(ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus)),
+        _ => {
+            let prios = (0..names.len() as ThreadId)
+                .map(|t| sim.policy_of(t).map_or(120, |p| kernel_prio(&p)))
+                .collect();
+            let mut clusters: Vec<Vec<u32>> = Vec::new();
+            for cpu in 0..a.cpus {
+                if let Some(c) = sim.cluster_of(cpu as usize) {
+                    if clusters.len() <= c {
+                        clusters.resize(c + 1, Vec::new());
+                    }
+                    clusters[c].push(cpu);
+                }
+            }
+            let t = PerfettoTrace::new(BufWriter::new(f), names.clone(), a.cpus)
+                .with_priorities(prios)
+                .with_clusters(clusters);
+            TraceOut::Perfetto(if a.trace_jobs { t.with_job_slices() } else { t })
+        }
+    });
 
     let bar = (interactive && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(horizon / 1_000_000);
@@ -591,7 +677,7 @@ pub(crate) fn simulate(
             observers.push(c);
         }
         if let Some(t) = trace.as_mut() {
-            observers.push(t);
+            observers.push(t.observer());
         }
         if let Some(c) = collect.as_deref_mut() {
             observers.push(c);

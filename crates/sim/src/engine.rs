@@ -68,7 +68,7 @@ use crate::dvfs::{
     CpuDvfs, CpuEnergy, CpuUtil, Domain, EnergyReport, Governor, OppResidency, Signals, UtilSignal,
 };
 use crate::memcost::MemRunCost;
-use crate::record::{JobRecord, Observer, ThreadId, ThreadStats, TraceEvent};
+use crate::record::{JobRecord, Observer, PrevState, ThreadId, ThreadStats, TraceEvent};
 use crate::sync::{Acquire, Objects, Op, WaitKey, Waiter};
 
 /// Simulation settings.
@@ -1934,11 +1934,17 @@ impl Sim {
         let last = self.traced[cpu];
         if last != next {
             self.traced[cpu] = next;
+            let prev_state = match last.map(|p| self.threads[p as usize].state) {
+                Some(State::Sleeping | State::NotStarted) => PrevState::Sleeping,
+                Some(State::Exited) => PrevState::Dead,
+                _ => PrevState::Runnable,
+            };
             self.trace(TraceEvent::Switch {
                 t: self.now,
                 cpu: cpu as u32,
                 prev: last,
                 next,
+                prev_state,
             });
         }
     }
@@ -2419,6 +2425,11 @@ impl Sim {
             }
         }
         if self.threads[t as usize].throttled {
+            self.trace(TraceEvent::Wakeup {
+                t: now,
+                thread: t,
+                cpu: cpu as u32,
+            });
             // Waits for the replenishment timer, which will enqueue it.
             self.set_state(t, State::Throttled);
             self.arm_replenish(t);
@@ -2433,6 +2444,11 @@ impl Sim {
         } else {
             self.select_cpu(t)
         };
+        self.trace(TraceEvent::Wakeup {
+            t: now,
+            thread: t,
+            cpu: target as u32,
+        });
         self.move_bw(t, cpu, target);
         let flags = Enqueue {
             wakeup: true,

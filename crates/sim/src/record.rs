@@ -18,7 +18,13 @@ pub enum TraceEvent {
         cpu: u32,
         prev: Option<ThreadId>,
         next: Option<ThreadId>,
+        /// What `prev` does after leaving the CPU (kernel traces need it as `prev_state`).
+        prev_state: PrevState,
     },
+    /// A sleeping (or not yet started) thread became runnable and was queued on `cpu` (or, if
+    /// its SCHED_DEADLINE runtime is exhausted, waits there for the replenishment): the
+    /// kernel's `sched_waking`.
+    Wakeup { t: u64, thread: ThreadId, cpu: u32 },
     /// A job was released (its thread woke up for it).
     Release { t: u64, thread: ThreadId, job: u64 },
     /// A job finished.
@@ -41,6 +47,20 @@ pub enum TraceEvent {
     },
     /// A cluster's new frequency took effect.
     Frequency { t: u64, cluster: u32, khz: u32 },
+}
+
+/// The state a thread leaves a CPU in, as the kernel's `sched_switch` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrevState {
+    /// Still runnable: preempted, or throttled (a throttled SCHED_DEADLINE task stays
+    /// `TASK_RUNNING` in the kernel). Also the state of an idle CPU's switch.
+    #[default]
+    Runnable,
+    /// Sleeping or blocked: it needs a wake-up to run again.
+    Sleeping,
+    /// Exited.
+    Dead,
 }
 
 /// Receives results as the simulation produces them.

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use pacer_sim::output::summary::Percentiles;
 use pacer_sim::output::{render_text, ChromeTrace, JobCsv, Summary};
-use pacer_sim::record::{Fanout, JobRecord, Observer, ThreadStats, TraceEvent};
+use pacer_sim::record::{Fanout, JobRecord, Observer, PrevState, ThreadStats, TraceEvent};
 use serde_json::Value;
 
 const MS: u64 = 1_000_000;
@@ -215,12 +215,14 @@ fn writers_stop_writing_after_the_first_error() {
             cpu: 0,
             prev: None,
             next: Some(0),
+            prev_state: PrevState::Runnable,
         });
         trace.event(&TraceEvent::Switch {
             t: 2 * k + 1,
             cpu: 0,
             prev: Some(0),
             next: None,
+            prev_state: PrevState::Runnable,
         });
     }
     assert!(trace.finish(40_000).is_err());
@@ -416,6 +418,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 0,
             prev: None,
             next: Some(1),
+            prev_state: PrevState::Runnable,
         },
         Release {
             t: 1_000_500,
@@ -427,6 +430,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 0,
             prev: Some(1),
             next: Some(0),
+            prev_state: PrevState::Runnable,
         },
         Migrate {
             t: 1_200_000,
@@ -439,6 +443,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 1,
             prev: None,
             next: Some(1),
+            prev_state: PrevState::Runnable,
         },
         Finish {
             t: 3_000_250,
@@ -456,6 +461,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
         cpu: 0,
         prev: Some(0),
         next: None,
+        prev_state: PrevState::Runnable,
     });
     o.event(&Finish {
         t: 6 * MS,
@@ -470,6 +476,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 1,
             prev: Some(1),
             next: None,
+            prev_state: PrevState::Runnable,
         },
         Release {
             t: 7 * MS,
@@ -481,6 +488,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 0,
             prev: None,
             next: Some(0),
+            prev_state: PrevState::Runnable,
         },
         Throttle {
             t: 7_500_000,
@@ -492,6 +500,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 0,
             prev: Some(0),
             next: None,
+            prev_state: PrevState::Runnable,
         },
         Replenish { t: 8 * MS, thread: 0 },
         Switch {
@@ -499,6 +508,7 @@ fn trace_scenario<O: Observer>(o: &mut O) {
             cpu: 0,
             prev: None,
             next: Some(0),
+            prev_state: PrevState::Runnable,
         },
     ] {
         o.event(&e);
@@ -649,12 +659,14 @@ fn chrome_trace_escapes_names_and_adds_tracks_on_demand() {
         cpu: 3,
         prev: None,
         next: Some(0),
+        prev_state: PrevState::Runnable,
     });
     trace.event(&TraceEvent::Switch {
         t: 1_001,
         cpu: 3,
         prev: Some(0),
         next: Some(7),
+        prev_state: PrevState::Runnable,
     });
     let json: Value = serde_json::from_slice(&trace.finish(2_000).unwrap()).unwrap();
     assert_eq!(
@@ -690,12 +702,14 @@ fn chrome_trace_reports_io_error_from_finish() {
             cpu: 0,
             prev: None,
             next: Some(0),
+            prev_state: PrevState::Runnable,
         });
         trace.event(&TraceEvent::Switch {
             t: 2 * k + 1,
             cpu: 0,
             prev: Some(0),
             next: None,
+            prev_state: PrevState::Runnable,
         });
     }
     assert!(trace.error().is_some());

@@ -301,12 +301,7 @@ impl<W: Write> Observer for ChromeTrace<W> {
 
     fn event(&mut self, e: &TraceEvent) {
         match *e {
-            TraceEvent::Switch {
-                t,
-                cpu,
-                prev: _,
-                next,
-            } => {
+            TraceEvent::Switch { t, cpu, next, .. } => {
                 self.ensure_cpu(cpu);
                 if let Some((thread, since)) = self.running[cpu as usize].take() {
                     self.cpu_slice(cpu, thread, since, t);
@@ -320,8 +315,9 @@ impl<W: Write> Observer for ChromeTrace<W> {
                 self.ensure_thread(thread);
                 self.jobs[thread as usize].released = Some((job, t));
             }
-            // Job slices are drawn from `job()`, which has the release and the deadline.
-            TraceEvent::Finish { .. } => {}
+            // Job slices are drawn from `job()`, which has the release and the deadline; the
+            // JSON format has no thread states for wake-ups to change.
+            TraceEvent::Finish { .. } | TraceEvent::Wakeup { .. } => {}
             TraceEvent::Throttle { t, thread, until } => {
                 let mut args = String::from("\"until_us\":");
                 push_us(&mut args, until);

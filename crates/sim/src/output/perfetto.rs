@@ -1,0 +1,690 @@
+//! A run as a Perfetto protobuf trace that looks like a kernel ftrace recording, so that the
+//! Perfetto UI draws per-CPU scheduling tracks, thread states (running, runnable, sleeping) and
+//! wake-up arrows, and trace_processor fills its `sched`, `thread_state` and `thread` tables as
+//! it does for a trace of a real machine.
+//!
+//! The file is a `perfetto.protos.Trace` (`protos/perfetto/trace/trace.proto`): a sequence of
+//! `packet = 1` fields, each a `TracePacket` (`trace_packet.proto`) carrying
+//! `trusted_packet_sequence_id = 10` (one sequence, [`SEQUENCE_ID`]) and one of:
+//!
+//! - `process_tree = 2` (`ps/process_tree.proto`): one process, pid [`PROCESS_PID`], named
+//!   `pacer-sim`, whose threads are the simulated threads, tid [`thread_tid`]`(t)` = pid + 1 + t,
+//!   named as in the workload. Written first at time 0 (packet `timestamp = 8`) and again for
+//!   each thread a `fork` starts. pid/tid 0 is left to the idle task ("swapper/N"), as in the
+//!   kernel.
+//! - `ftrace_events = 1`, an `FtraceEventBundle` (`ftrace/ftrace_event_bundle.proto`) of one CPU
+//!   (`cpu = 1`) with its `event = 2`s in timestamp order. Each `FtraceEvent`
+//!   (`ftrace/ftrace_event.proto`) has `timestamp = 1` (ns), `pid = 2` (the task current on that
+//!   CPU) and one of
+//!   - `sched_switch = 4`, a `SchedSwitchFtraceEvent` (`ftrace/sched.proto`: `prev_comm = 1`,
+//!     `prev_pid = 2`, `prev_prio = 3`, `prev_state = 4`, `next_comm = 5`, `next_pid = 6`,
+//!     `next_prio = 7`) for every [`TraceEvent::Switch`]; `prev_state` is the kernel's task
+//!     state: 0 (`TASK_RUNNING`, preempted or throttled), 1 (`TASK_INTERRUPTIBLE`, sleeping) or
+//!     0x80 (`TASK_DEAD`), from [`PrevState`];
+//!   - `sched_waking = 20` (not 330, which is `sys_exit`), a `SchedWakingFtraceEvent` (`comm = 1`,
+//!     `pid = 2`, `prio = 3`, `success = 4`, `target_cpu = 5`) for every [`TraceEvent::Wakeup`].
+//!     The simulator does not model which CPU a timer fires on, so the event is put on the
+//!     target CPU, with the task current there as the waker: the hrtimer of a sleeping thread
+//!     fires where it was armed, which is usually where the thread last ran.
+//!   - `cpu_frequency = 11` (`ftrace/power.proto`: `state = 1` in kHz, `cpu_id = 2`) for every
+//!     CPU of a cluster whose frequency changed ([`TraceEvent::Frequency`]), when the clusters
+//!     were given ([`PerfettoTrace::with_clusters`]).
+//!
+//! Priorities are the kernel's `prio` (`-1` for SCHED_DEADLINE, `99 - p` for SCHED_FIFO/RR
+//! priority `p`, `120 + nice` for the fair class; [`kernel_prio`]). Comms are the workload's
+//! names, not cut to the kernel's 15 bytes: trace_processor accepts longer ones, and a cut name
+//! could no longer be matched with the workload.
+//!
+//! Jobs and deadline misses have no ftrace counterpart; [`PerfettoTrace::with_job_slices`] adds
+//! them as track events. Throttling, replenishment and migrations are left out; the Chrome
+//! JSON trace ([`super::trace`]) shows them.
+//!
+//! The protobuf encoding is written by hand (varints and length-delimited fields, [`wire`])
+//! rather than with `prost`: five messages with a dozen scalar fields do not justify a
+//! dependency and its derive macros, and writing straight into reused byte buffers keeps the
+//! writer allocation-free per event. [`wire::fields`] reads the encoding back, for tests.
+//!
+//! Events are buffered per CPU and a CPU's bundle is written once it holds
+//! [`BUNDLE_BYTES`] bytes (and at the end), so memory stays constant for any horizon.
+//! [`PerfettoTrace::finish`] writes what is left and reports the first I/O error (an observer
+//! cannot).
+
+use std::io::{self, BufWriter, Write};
+
+use pacer_model::Policy;
+
+use super::{thread_name, StopOnError};
+use crate::record::{JobRecord, Observer, PrevState, ThreadId, TraceEvent};
+
+/// `trusted_packet_sequence_id` of every packet: one writer, one sequence.
+pub const SEQUENCE_ID: u32 = 1;
+/// pid of the process holding the simulated threads.
+pub const PROCESS_PID: i32 = 1000;
+/// A CPU's pending events are written as one bundle once they take this many bytes.
+pub const BUNDLE_BYTES: usize = 16 * 1024;
+/// The fair class's default priority, also the idle task's.
+const DEFAULT_PRIO: i32 = 120;
+
+/// tid of simulated thread `thread`.
+pub fn thread_tid(thread: ThreadId) -> i32 {
+    PROCESS_PID + 1 + thread as i32
+}
+
+/// The kernel's `prio` of a thread under `policy`, as `sched_switch` reports it.
+pub fn kernel_prio(policy: &Policy) -> i32 {
+    match *policy {
+        Policy::Other { nice } | Policy::Batch { nice } => DEFAULT_PRIO + nice,
+        Policy::Idle => DEFAULT_PRIO,
+        Policy::Fifo { priority } | Policy::Rr { priority } => 99 - i32::from(priority),
+        Policy::Deadline(_) => -1,
+    }
+}
+
+// Field numbers, from the protos named in the module documentation.
+const TRACE_PACKET: u32 = 1;
+const PACKET_TRACK_EVENT: u32 = 11;
+const PACKET_TRACK_DESCRIPTOR: u32 = 60;
+const TRACK_UUID: u32 = 1;
+const TRACK_THREAD: u32 = 4;
+const THREAD_DESC_PID: u32 = 1;
+const THREAD_DESC_TID: u32 = 2;
+const TRACK_EVENT_TYPE: u32 = 9;
+const TRACK_EVENT_TRACK_UUID: u32 = 11;
+const TRACK_EVENT_NAME: u32 = 23;
+const TYPE_SLICE_BEGIN: u64 = 1;
+const TYPE_SLICE_END: u64 = 2;
+const TYPE_INSTANT: u64 = 3;
+/// uuid of thread `t`'s track is this plus `t`.
+const THREAD_TRACK_UUID: u64 = 1 << 32;
+const PACKET_FTRACE_EVENTS: u32 = 1;
+const PACKET_PROCESS_TREE: u32 = 2;
+const PACKET_TIMESTAMP: u32 = 8;
+const PACKET_SEQUENCE_ID: u32 = 10;
+const BUNDLE_CPU: u32 = 1;
+const BUNDLE_EVENT: u32 = 2;
+const EVENT_TIMESTAMP: u32 = 1;
+const EVENT_PID: u32 = 2;
+const EVENT_SCHED_SWITCH: u32 = 4;
+const EVENT_CPU_FREQUENCY: u32 = 11;
+const EVENT_SCHED_WAKING: u32 = 20;
+const TREE_PROCESSES: u32 = 1;
+const TREE_THREADS: u32 = 2;
+const PROCESS_PID_FIELD: u32 = 1;
+const PROCESS_PPID: u32 = 2;
+const PROCESS_CMDLINE: u32 = 3;
+const THREAD_TID: u32 = 1;
+const THREAD_NAME: u32 = 2;
+const THREAD_TGID: u32 = 3;
+
+/// `prev_state` values (the kernel's `TASK_*` bits).
+const TASK_RUNNING: i64 = 0;
+const TASK_INTERRUPTIBLE: i64 = 1;
+const TASK_DEAD: i64 = 0x80;
+
+/// Per-CPU state: the task current there and the events not yet written.
+#[derive(Default)]
+struct Cpu {
+    current: Option<ThreadId>,
+    /// Encoded `event = 2` fields of the pending bundle.
+    pending: Vec<u8>,
+    /// Timestamp of the last pending or written event, to keep the bundle ordered.
+    last_ts: u64,
+}
+
+/// An [`Observer`] streaming a Perfetto protobuf trace (see the module documentation for what
+/// it holds). Call [`PerfettoTrace::finish`] at the end of the run.
+pub struct PerfettoTrace<W: Write> {
+    out: BufWriter<StopOnError<W>>,
+    names: Vec<String>,
+    prios: Vec<i32>,
+    cpus: Vec<Cpu>,
+    /// Per cluster, its CPUs (for frequency events).
+    clusters: Vec<Vec<u32>>,
+    /// Threads described in a process tree so far.
+    described: usize,
+    /// Per thread, for job slices (if wanted): whether its track is described, and the finish
+    /// of its latest job.
+    jobs: Option<Vec<(bool, u64)>>,
+    /// Latest event time seen, for the packets describing forked threads.
+    now: u64,
+    /// Scratch buffers: the event being encoded, its payload, and the packet being framed.
+    event: Vec<u8>,
+    inner: Vec<u8>,
+    packet: Vec<u8>,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> PerfettoTrace<W> {
+    /// Starts a trace on `writer` (buffered here) for `cpus` CPUs and the threads named by
+    /// `names`, and writes their process tree. Threads and CPUs beyond these are added when
+    /// they first appear.
+    pub fn new(writer: W, names: Vec<String>, cpus: u32) -> Self {
+        let mut this = PerfettoTrace {
+            out: BufWriter::with_capacity(64 * 1024, StopOnError::new(writer)),
+            names,
+            prios: Vec::new(),
+            cpus: (0..cpus).map(|_| Cpu::default()).collect(),
+            clusters: Vec::new(),
+            described: 0,
+            jobs: None,
+            now: 0,
+            event: Vec::with_capacity(256),
+            inner: Vec::with_capacity(256),
+            packet: Vec::with_capacity(BUNDLE_BYTES + 64),
+            error: None,
+        };
+        this.describe_threads(true);
+        this
+    }
+
+    /// Gives the threads' kernel priorities (see [`kernel_prio`]), in thread-id order; threads
+    /// without one get 120.
+    pub fn with_priorities(mut self, prios: Vec<i32>) -> Self {
+        self.prios = prios;
+        self
+    }
+
+    /// Gives the CPUs of each frequency cluster, so that frequency changes become
+    /// `cpu_frequency` events of those CPUs (without it they are left out).
+    pub fn with_clusters(mut self, clusters: Vec<Vec<u32>>) -> Self {
+        self.clusters = clusters;
+        self
+    }
+
+    /// Also writes each job as a slice "job N" on its thread's track, from its release (or the
+    /// previous job's finish, since slices on a track must nest) to its finish, and an instant
+    /// "deadline miss" at the deadline of a job that missed it: `track_event = 11` packets
+    /// (`track_event/track_event.proto`: `type = 9`, `track_uuid = 11`, `name = 23`) on
+    /// `track_descriptor = 60` tracks (`track_event/track_descriptor.proto`: `uuid = 1`,
+    /// `thread = 4`, a `ThreadDescriptor` with `pid = 1`, `tid = 2`), which the UI draws on
+    /// the thread's own track, beside its states. Adds about two fifths to the size.
+    pub fn with_job_slices(mut self) -> Self {
+        self.jobs = Some(Vec::new());
+        self
+    }
+
+    /// The first I/O error met so far, if any (writing stopped there).
+    pub fn error(&self) -> Option<&io::Error> {
+        self.error.as_ref()
+    }
+
+    /// Writes the pending bundles, flushes, and returns the writer — or the first I/O error met
+    /// while writing (the file is then incomplete). Tasks still running keep running to the end
+    /// of the trace, as in a recording stopped mid-run.
+    pub fn finish(mut self) -> io::Result<W> {
+        for cpu in 0..self.cpus.len() {
+            self.write_bundle(cpu);
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()?;
+        self.out.into_inner().map(|w| w.inner).map_err(|e| e.into_error())
+    }
+
+    fn prio(&self, thread: Option<ThreadId>) -> i32 {
+        thread
+            .and_then(|t| self.prios.get(t as usize).copied())
+            .unwrap_or(DEFAULT_PRIO)
+    }
+
+    fn pid(thread: Option<ThreadId>) -> i32 {
+        thread.map_or(0, thread_tid)
+    }
+
+    /// Appends `thread`'s comm (the idle task's on `cpu` for `None`) as field `field` of `buf`.
+    fn put_comm(names: &[String], buf: &mut Vec<u8>, field: u32, thread: Option<ThreadId>, cpu: u32) {
+        match thread {
+            Some(t) => wire::put_str(buf, field, &thread_name(names, t)),
+            None => wire::put_str(buf, field, &format!("swapper/{cpu}")),
+        }
+    }
+
+    /// Writes a process tree holding the process (if `process`) and the threads not described
+    /// yet.
+    fn describe_threads(&mut self, process: bool) {
+        if self.described >= self.names.len() && !process {
+            return;
+        }
+        let tree = &mut self.event;
+        tree.clear();
+        if process {
+            let p = &mut self.inner;
+            p.clear();
+            wire::put_int(p, PROCESS_PID_FIELD, i64::from(PROCESS_PID));
+            wire::put_int(p, PROCESS_PPID, 1);
+            wire::put_str(p, PROCESS_CMDLINE, "pacer-sim");
+            wire::put_bytes(tree, TREE_PROCESSES, p);
+        }
+        for t in self.described..self.names.len() {
+            let th = &mut self.inner;
+            th.clear();
+            wire::put_int(th, THREAD_TID, i64::from(thread_tid(t as ThreadId)));
+            wire::put_str(th, THREAD_NAME, &self.names[t]);
+            wire::put_int(th, THREAD_TGID, i64::from(PROCESS_PID));
+            wire::put_bytes(tree, TREE_THREADS, th);
+        }
+        self.described = self.names.len();
+        let packet = &mut self.packet;
+        packet.clear();
+        wire::put_uint(packet, PACKET_TIMESTAMP, self.now);
+        wire::put_bytes(packet, PACKET_PROCESS_TREE, tree);
+        wire::put_uint(packet, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
+    }
+
+    /// Names threads up to `thread` that appeared without a name (`t<N>`, as the other outputs
+    /// name them).
+    fn ensure_thread(&mut self, thread: ThreadId) {
+        while self.names.len() <= thread as usize {
+            let n = self.names.len();
+            self.names.push(format!("t{n}"));
+        }
+        self.describe_threads(false);
+    }
+
+    fn ensure_cpu(&mut self, cpu: u32) -> usize {
+        while self.cpus.len() <= cpu as usize {
+            self.cpus.push(Cpu::default());
+        }
+        cpu as usize
+    }
+
+    /// Adds the event whose payload (field `kind`) is in `self.inner` to `cpu`'s bundle,
+    /// writing the bundle if it is full.
+    fn push_event(&mut self, cpu: usize, t: u64, kind: u32) {
+        self.now = self.now.max(t);
+        let c = &mut self.cpus[cpu];
+        // Events reach the observer in time order; the clamp guards the bundle's order anyway.
+        let ts = t.max(c.last_ts);
+        c.last_ts = ts;
+        let ev = &mut self.event;
+        ev.clear();
+        wire::put_uint(ev, EVENT_TIMESTAMP, ts);
+        wire::put_uint(ev, EVENT_PID, Self::pid(c.current) as u64);
+        wire::put_bytes(ev, kind, &self.inner);
+        wire::put_bytes(&mut c.pending, BUNDLE_EVENT, ev);
+        if c.pending.len() >= BUNDLE_BYTES {
+            self.write_bundle(cpu);
+        }
+    }
+
+    fn write_bundle(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        if c.pending.is_empty() {
+            return;
+        }
+        let packet = &mut self.packet;
+        packet.clear();
+        // The bundle is framed around the pending events, which are copied, not re-encoded.
+        let mut cpu_field = Vec::with_capacity(8);
+        wire::put_uint(&mut cpu_field, BUNDLE_CPU, cpu as u64);
+        wire::put_len(packet, PACKET_FTRACE_EVENTS, cpu_field.len() + c.pending.len());
+        packet.extend_from_slice(&cpu_field);
+        packet.extend_from_slice(&c.pending);
+        wire::put_uint(packet, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        c.pending.clear();
+        self.write_packet();
+    }
+
+    /// Writes `self.packet` as the next `packet` of the trace, unless writing already failed.
+    fn write_packet(&mut self) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut head = Vec::with_capacity(8);
+        wire::put_len(&mut head, TRACE_PACKET, self.packet.len());
+        let result = self
+            .out
+            .write_all(&head)
+            .and_then(|()| self.out.write_all(&self.packet));
+        if let Err(e) = result {
+            self.error = Some(e);
+        }
+    }
+
+    fn track_event(&mut self, t: u64, uuid: u64, kind: u64, name: Option<&str>) {
+        let e = &mut self.event;
+        e.clear();
+        wire::put_uint(e, TRACK_EVENT_TYPE, kind);
+        wire::put_uint(e, TRACK_EVENT_TRACK_UUID, uuid);
+        if let Some(n) = name {
+            wire::put_str(e, TRACK_EVENT_NAME, n);
+        }
+        let p = &mut self.packet;
+        p.clear();
+        wire::put_uint(p, PACKET_TIMESTAMP, t);
+        wire::put_bytes(p, PACKET_TRACK_EVENT, e);
+        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
+    }
+
+    fn switch(&mut self, t: u64, cpu: u32, next: Option<ThreadId>, prev_state: PrevState) {
+        let i = self.ensure_cpu(cpu);
+        if let Some(n) = next {
+            self.ensure_thread(n);
+        }
+        // The CPU's own record of what ran is the `prev` (the engine's `prev` is the same).
+        let prev = self.cpus[i].current;
+        let state = match (prev, prev_state) {
+            (None, _) | (_, PrevState::Runnable) => TASK_RUNNING,
+            (_, PrevState::Sleeping) => TASK_INTERRUPTIBLE,
+            (_, PrevState::Dead) => TASK_DEAD,
+        };
+        let (prev_prio, next_prio) = (self.prio(prev), self.prio(next));
+        let s = &mut self.inner;
+        s.clear();
+        Self::put_comm(&self.names, s, 1, prev, cpu);
+        wire::put_int(s, 2, i64::from(Self::pid(prev)));
+        wire::put_int(s, 3, i64::from(prev_prio));
+        wire::put_int(s, 4, state);
+        Self::put_comm(&self.names, s, 5, next, cpu);
+        wire::put_int(s, 6, i64::from(Self::pid(next)));
+        wire::put_int(s, 7, i64::from(next_prio));
+        // The event belongs to the task switched out (its `pid`), so `current` changes after.
+        self.push_event(i, t, EVENT_SCHED_SWITCH);
+        self.cpus[i].current = next;
+    }
+
+    fn waking(&mut self, t: u64, thread: ThreadId, cpu: u32) {
+        let i = self.ensure_cpu(cpu);
+        self.ensure_thread(thread);
+        let prio = self.prio(Some(thread));
+        let s = &mut self.inner;
+        s.clear();
+        Self::put_comm(&self.names, s, 1, Some(thread), cpu);
+        wire::put_int(s, 2, i64::from(thread_tid(thread)));
+        wire::put_int(s, 3, i64::from(prio));
+        wire::put_int(s, 4, 1);
+        wire::put_int(s, 5, i64::from(cpu));
+        self.push_event(i, t, EVENT_SCHED_WAKING);
+    }
+
+    fn frequency(&mut self, t: u64, cluster: u32, khz: u32) {
+        let Some(cpus) = self.clusters.get(cluster as usize) else {
+            return;
+        };
+        for k in 0..cpus.len() {
+            let cpu = self.clusters[cluster as usize][k];
+            let i = self.ensure_cpu(cpu);
+            let s = &mut self.inner;
+            s.clear();
+            wire::put_uint(s, 1, u64::from(khz));
+            wire::put_uint(s, 2, u64::from(cpu));
+            self.push_event(i, t, EVENT_CPU_FREQUENCY);
+        }
+    }
+}
+
+impl<W: Write> Observer for PerfettoTrace<W> {
+    /// A forked thread is described when it starts (threads named up front keep their name).
+    fn thread_started(&mut self, thread: ThreadId, name: &str) {
+        let i = thread as usize;
+        if i >= self.described {
+            while self.names.len() < i {
+                let n = self.names.len();
+                self.names.push(format!("t{n}"));
+            }
+            if self.names.len() == i {
+                self.names.push(name.to_string());
+            } else {
+                self.names[i] = name.to_string();
+            }
+        }
+        self.ensure_thread(thread);
+    }
+
+    fn job(&mut self, r: &JobRecord) {
+        let Some(jobs) = self.jobs.as_mut() else {
+            return;
+        };
+        let i = r.thread as usize;
+        if jobs.len() <= i {
+            jobs.resize(i + 1, (false, 0));
+        }
+        let (described, last_finish) = jobs[i];
+        let start = r.release.max(last_finish);
+        jobs[i] = (true, last_finish.max(r.finish));
+        let uuid = THREAD_TRACK_UUID + u64::from(r.thread);
+        if !described {
+            self.ensure_thread(r.thread);
+            let d = &mut self.inner;
+            d.clear();
+            wire::put_int(d, THREAD_DESC_PID, i64::from(PROCESS_PID));
+            wire::put_int(d, THREAD_DESC_TID, i64::from(thread_tid(r.thread)));
+            let t = &mut self.event;
+            t.clear();
+            wire::put_uint(t, TRACK_UUID, uuid);
+            wire::put_bytes(t, TRACK_THREAD, d);
+            let p = &mut self.packet;
+            p.clear();
+            wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, t);
+            wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+            self.write_packet();
+        }
+        let name = format!("job {}", r.job);
+        self.track_event(start, uuid, TYPE_SLICE_BEGIN, Some(&name));
+        self.track_event(r.finish.max(start), uuid, TYPE_SLICE_END, None);
+        if r.missed() {
+            self.track_event(r.deadline, uuid, TYPE_INSTANT, Some("deadline miss"));
+        }
+    }
+
+    fn event(&mut self, e: &TraceEvent) {
+        match *e {
+            TraceEvent::Switch {
+                t,
+                cpu,
+                next,
+                prev_state,
+                ..
+            } => self.switch(t, cpu, next, prev_state),
+            TraceEvent::Wakeup { t, thread, cpu } => self.waking(t, thread, cpu),
+            TraceEvent::Frequency { t, cluster, khz } => self.frequency(t, cluster, khz),
+            TraceEvent::Release { .. }
+            | TraceEvent::Finish { .. }
+            | TraceEvent::Throttle { .. }
+            | TraceEvent::Replenish { .. }
+            | TraceEvent::Migrate { .. } => {}
+        }
+    }
+
+    fn wants_events(&self) -> bool {
+        true
+    }
+}
+
+/// The protobuf wire format, as far as the trace needs it
+/// (<https://protobuf.dev/programming-guides/encoding/>): varints (wire type 0) and
+/// length-delimited fields (wire type 2), and a reader of both for tests and tools.
+pub mod wire {
+    const VARINT: u64 = 0;
+    const FIXED64: u64 = 1;
+    const LEN: u64 = 2;
+    const FIXED32: u64 = 5;
+
+    /// Appends `v` as a base-128 varint.
+    pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            buf.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        buf.push(v as u8);
+    }
+
+    /// Appends field `field` as an unsigned varint (`uint32`, `uint64`, `bool`).
+    pub fn put_uint(buf: &mut Vec<u8>, field: u32, v: u64) {
+        put_varint(buf, u64::from(field) << 3 | VARINT);
+        put_varint(buf, v);
+    }
+
+    /// Appends field `field` as a signed, not zigzag, varint (`int32`, `int64`: a negative value
+    /// takes ten bytes, as protobuf specifies for both).
+    pub fn put_int(buf: &mut Vec<u8>, field: u32, v: i64) {
+        put_uint(buf, field, v as u64);
+    }
+
+    /// Appends the key and length of a length-delimited field whose `len` bytes follow.
+    pub fn put_len(buf: &mut Vec<u8>, field: u32, len: usize) {
+        put_varint(buf, u64::from(field) << 3 | LEN);
+        put_varint(buf, len as u64);
+    }
+
+    /// Appends field `field` as bytes or an embedded message.
+    pub fn put_bytes(buf: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+        put_len(buf, field, bytes.len());
+        buf.extend_from_slice(bytes);
+    }
+
+    /// Appends field `field` as a string.
+    pub fn put_str(buf: &mut Vec<u8>, field: u32, s: &str) {
+        put_bytes(buf, field, s.as_bytes());
+    }
+
+    /// A field's value as the wire carries it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Value<'a> {
+        Varint(u64),
+        Fixed64(u64),
+        Bytes(&'a [u8]),
+        Fixed32(u32),
+    }
+
+    impl<'a> Value<'a> {
+        /// The varint, if it is one.
+        pub fn varint(self) -> Option<u64> {
+            match self {
+                Value::Varint(v) => Some(v),
+                _ => None,
+            }
+        }
+
+        /// The bytes (string or message), if length-delimited.
+        pub fn bytes(self) -> Option<&'a [u8]> {
+            match self {
+                Value::Bytes(b) => Some(b),
+                _ => None,
+            }
+        }
+    }
+
+    /// Why a buffer is not a protobuf message.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    pub enum DecodeError {
+        #[error("truncated at byte {0}")]
+        Truncated(usize),
+        #[error("varint longer than ten bytes at byte {0}")]
+        LongVarint(usize),
+        #[error("unsupported wire type {wire_type} at byte {at}")]
+        WireType { wire_type: u64, at: usize },
+    }
+
+    /// The fields of message `buf`, in order: `(field number, value)`.
+    pub fn fields(buf: &[u8]) -> Fields<'_> {
+        Fields { buf, at: 0 }
+    }
+
+    /// Iterator returned by [`fields`]; it stops after the first error.
+    pub struct Fields<'a> {
+        buf: &'a [u8],
+        at: usize,
+    }
+
+    impl<'a> Fields<'a> {
+        fn varint(&mut self) -> Result<u64, DecodeError> {
+            let start = self.at;
+            let mut v = 0u64;
+            for shift in (0..70).step_by(7) {
+                let Some(&b) = self.buf.get(self.at) else {
+                    return Err(DecodeError::Truncated(self.at));
+                };
+                self.at += 1;
+                v |= u64::from(b & 0x7f) << shift;
+                if b < 0x80 {
+                    return Ok(v);
+                }
+            }
+            Err(DecodeError::LongVarint(start))
+        }
+
+        fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+            let end = self
+                .at
+                .checked_add(n)
+                .filter(|&e| e <= self.buf.len())
+                .ok_or(DecodeError::Truncated(self.at))?;
+            let s = &self.buf[self.at..end];
+            self.at = end;
+            Ok(s)
+        }
+
+        fn field(&mut self) -> Result<(u32, Value<'a>), DecodeError> {
+            let at = self.at;
+            let key = self.varint()?;
+            let value = match key & 7 {
+                VARINT => Value::Varint(self.varint()?),
+                FIXED64 => {
+                    let b = self.take(8)?;
+                    Value::Fixed64(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                }
+                LEN => {
+                    let n = self.varint()?;
+                    let n = usize::try_from(n).map_err(|_| DecodeError::Truncated(self.at))?;
+                    Value::Bytes(self.take(n)?)
+                }
+                FIXED32 => {
+                    let b = self.take(4)?;
+                    Value::Fixed32(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                }
+                wire_type => return Err(DecodeError::WireType { wire_type, at }),
+            };
+            Ok(((key >> 3) as u32, value))
+        }
+    }
+
+    impl<'a> Iterator for Fields<'a> {
+        type Item = Result<(u32, Value<'a>), DecodeError>;
+
+        fn next(&mut self) -> Option<Self::Item> {
+            if self.at >= self.buf.len() {
+                return None;
+            }
+            let r = self.field();
+            if r.is_err() {
+                self.at = self.buf.len();
+            }
+            Some(r)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wire::{self, Value};
+
+    #[test]
+    fn varints_round_trip() {
+        let mut b = Vec::new();
+        wire::put_uint(&mut b, 1, 300);
+        wire::put_int(&mut b, 2, -1);
+        wire::put_str(&mut b, 330, "hé");
+        let got: Vec<_> = wire::fields(&b).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (1, Value::Varint(300)),
+                (2, Value::Varint(u64::MAX)),
+                (330, Value::Bytes("hé".as_bytes())),
+            ]
+        );
+        assert_eq!(&b[..3], &[0x08, 0xac, 0x02]);
+    }
+
+    #[test]
+    fn truncated_input_is_an_error() {
+        let mut b = Vec::new();
+        wire::put_str(&mut b, 1, "abc");
+        b.pop();
+        assert!(wire::fields(&b).next().unwrap().is_err());
+    }
+}
