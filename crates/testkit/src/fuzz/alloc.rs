@@ -18,9 +18,14 @@ use std::cell::Cell;
 
 /// The global allocator of a fuzz test binary: `System`, counted.
 ///
-/// ```ignore
+/// ```
 /// #[global_allocator]
 /// static ALLOC: pacer_testkit::fuzz::CountingAlloc = pacer_testkit::fuzz::CountingAlloc;
+/// # fn main() {
+/// // Unarmed, it passes every request to the system allocator.
+/// let v = vec![7u8; 1 << 20];
+/// assert_eq!(v[12345], 7);
+/// # }
 /// ```
 pub struct CountingAlloc;
 

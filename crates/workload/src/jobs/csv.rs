@@ -121,12 +121,7 @@ impl<W: Write> JobCsv<W> {
     /// Names thread `thread` in the rows that follow: a thread that appears during a run (one
     /// started by an rt-app `fork` event). Threads in between without a name keep `t<i>`.
     pub fn set_name(&mut self, thread: u32, name: &str) {
-        let i = thread as usize;
-        while self.names.len() <= i {
-            let n = self.names.len();
-            self.names.push(format!("t{n}"));
-        }
-        self.names[i] = name.to_string();
+        super::set_thread_name(&mut self.names, thread, name);
     }
 
     /// The first I/O error met so far, if any (writing stopped there).

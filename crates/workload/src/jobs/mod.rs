@@ -147,6 +147,17 @@ pub fn thread_name(names: &[String], index: u32) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Names thread `index` in a writer's name list, giving the threads before it that have none
+/// their default `t<i>` (a thread that appears during a run: rt-app's fork).
+pub(crate) fn set_thread_name(names: &mut Vec<String>, index: u32, name: &str) {
+    let i = index as usize;
+    while names.len() <= i {
+        let n = names.len();
+        names.push(format!("t{n}"));
+    }
+    names[i] = name.to_string();
+}
+
 /// A writer that passes everything to `W` until the first error and then refuses all further
 /// writes and flushes without touching `W`, so that buffers flushed on drop after a failure do
 /// not write to (or block on) a sink that already failed. Used by the streaming writers here and

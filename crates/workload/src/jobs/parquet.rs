@@ -122,12 +122,7 @@ impl<W: Write + Send> JobParquet<W> {
 
     /// Names thread `thread` (a thread that appears during the run: rt-app's fork).
     pub fn set_name(&mut self, thread: u32, name: &str) {
-        let i = thread as usize;
-        while self.names.len() <= i {
-            let n = self.names.len();
-            self.names.push(format!("t{n}"));
-        }
-        self.names[i] = name.to_string();
+        super::set_thread_name(&mut self.names, thread, name);
     }
 
     /// Appends one job (a no-op after the first error, which [`JobParquet::finish`] reports).
