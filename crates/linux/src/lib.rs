@@ -43,6 +43,7 @@ pub mod guardian;
 pub mod kernel;
 pub mod ledger;
 pub mod perf;
+pub mod pi;
 pub mod playback;
 pub mod procfs;
 pub mod run;

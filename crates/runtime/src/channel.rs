@@ -66,7 +66,7 @@
 //! compare-and-swap in user space (the kernel is entered only under contention).
 //!
 //! The receiver sleeps on a futex word with an absolute CLOCK_MONOTONIC deadline, not on a
-//! condition variable; see `sys.rs` for why. A send therefore never blocks beyond the bounded
+//! condition variable; see `pacer_linux::pi` for why. A send therefore never blocks beyond the bounded
 //! critical section: it never waits for space (the overflow rule decides at once) and wakes the
 //! receiver, with one `FUTEX_WAKE`, only when the receiver announced that it sleeps.
 //!
@@ -79,8 +79,6 @@
 //! section and a [`Monitor`] reads them under it. A byte message longer than the channel's
 //! `message_size` is refused before it reaches the channel and is not counted.
 
-mod sys;
-
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -89,7 +87,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use sys::{PiGuard, PiMutex, Wait};
+use pacer_linux::pi::{self as sys, PiGuard, PiMutex, Wait};
 
 /// A sender's priority: its component's. Larger is more urgent, as for SCHED_FIFO.
 pub type Priority = u32;
@@ -127,39 +125,9 @@ pub enum Overflow {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SenderId(pub u32);
 
-/// A failed system call: which one and its errno.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
-pub struct OsError {
-    /// The call, as written in C.
-    pub call: &'static str,
-    /// Its errno.
-    pub errno: i32,
-}
-
-impl std::fmt::Display for OsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} failed: {}",
-            self.call,
-            std::io::Error::from_raw_os_error(self.errno)
-        )
-    }
-}
-
-impl OsError {
-    fn new(call: &'static str, errno: i32) -> OsError {
-        OsError { call, errno }
-    }
-
-    /// From `errno`; `std::io::Error::last_os_error` reads it without allocating.
-    fn last(call: &'static str) -> OsError {
-        OsError {
-            call,
-            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        }
-    }
-}
+/// A failed system call: which one and its errno (the PI mutex and futex live in
+/// `pacer_linux::pi`).
+pub use pacer_linux::pi::OsError;
 
 /// Why [`channel`] or [`byte_channel`] made no channel.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -849,7 +817,7 @@ impl<S: Store> Shared<S> {
     fn send(&self, id: u32, message: S::Msg<'_>) -> Result<Pushed<S::Out>, Refused> {
         // Before the lock, so that `sent_ns` includes the wait for it, as a delivery latency
         // should.
-        let sent_ns = sys::monotonic_ns().map_err(Refused::Os)?;
+        let sent_ns = pacer_linux::sys::monotonic_ns();
         let mut state = self.state.lock().map_err(Refused::Os)?;
         if !state.receiver_alive {
             state.count(id as usize, |c| {

@@ -1,7 +1,7 @@
-//! The two kernel objects a channel rests on, kept apart so that every `unsafe` of the channel is
-//! in this file: a priority-inheriting `pthread_mutex_t` for the short critical section, and a
-//! futex word on which the receiver sleeps with an absolute CLOCK_MONOTONIC deadline; and the
-//! reading of that clock, which also stamps every send.
+//! The two kernel objects the runtime's channels (`pacer_runtime::channel`) rest on: a
+//! priority-inheriting `pthread_mutex_t` for their short critical section, and a futex word on
+//! which a receiver sleeps until an absolute CLOCK_MONOTONIC deadline. Here with pacer's other
+//! system calls, so the channel itself has no `unsafe` and no libc.
 //!
 //! Why not a condition variable for the sleep: glibc's `pthread_cond_signal` takes the
 //! condition's internal lock, which does not inherit priority; a high-priority sender could then
@@ -15,13 +15,48 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
-use super::OsError;
+/// A failed call: which one, and its errno. Returned by value, without allocating, because the
+/// callers are real-time threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OsError {
+    /// The call, as written in C.
+    pub call: &'static str,
+    /// Its errno.
+    pub errno: i32,
+}
+
+impl std::fmt::Display for OsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} failed: {}",
+            self.call,
+            std::io::Error::from_raw_os_error(self.errno)
+        )
+    }
+}
+
+impl std::error::Error for OsError {}
+
+impl OsError {
+    fn new(call: &'static str, errno: i32) -> OsError {
+        OsError { call, errno }
+    }
+
+    /// From `errno`; `std::io::Error::last_os_error` reads it without allocating.
+    fn last(call: &'static str) -> OsError {
+        OsError {
+            call,
+            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        }
+    }
+}
 
 /// A `pthread_mutex_t` with `PTHREAD_PRIO_INHERIT` guarding `S`: a thread that holds it runs at
 /// least at the priority (or with the deadline) of the most urgent thread waiting for it, so the
 /// wait of a high-priority thread is bounded by the critical section, not by whatever preempts a
 /// low-priority holder.
-pub(super) struct PiMutex<S> {
+pub struct PiMutex<S> {
     /// Boxed: POSIX forbids moving an initialised mutex, and the box keeps its address while the
     /// `PiMutex` itself moves into the channel's shared state.
     raw: Box<UnsafeCell<libc::pthread_mutex_t>>,
@@ -35,7 +70,7 @@ unsafe impl<S: Send> Send for PiMutex<S> {}
 unsafe impl<S: Send> Sync for PiMutex<S> {}
 
 impl<S> PiMutex<S> {
-    pub(super) fn new(data: S) -> Result<PiMutex<S>, OsError> {
+    pub fn new(data: S) -> Result<PiMutex<S>, OsError> {
         // SAFETY: an all-zero pthread_mutex_t is valid storage (glibc's PTHREAD_MUTEX_INITIALIZER);
         // it is initialised properly below, at the address it keeps.
         let raw = Box::new(UnsafeCell::new(unsafe {
@@ -71,7 +106,7 @@ impl<S> PiMutex<S> {
 
     /// Blocks until the mutex is held. Fails only when the kernel refuses the PI lock (EDEADLK
     /// for a deadlock it detects along a PI chain, for example), never for an ordinary wait.
-    pub(super) fn lock(&self) -> Result<PiGuard<'_, S>, OsError> {
+    pub fn lock(&self) -> Result<PiGuard<'_, S>, OsError> {
         // SAFETY: `raw` was initialised in `new` and stays at its address until `drop`.
         let r = unsafe { libc::pthread_mutex_lock(self.raw.get()) };
         if r != 0 {
@@ -96,7 +131,7 @@ impl<S> Drop for PiMutex<S> {
 
 /// Proof that the calling thread holds the mutex. Not `Send`: a pthread mutex must be unlocked
 /// by the thread that locked it (a PI mutex's owner is recorded in the futex word).
-pub(super) struct PiGuard<'a, S> {
+pub struct PiGuard<'a, S> {
     mutex: &'a PiMutex<S>,
     _not_send: PhantomData<*const ()>,
 }
@@ -139,19 +174,9 @@ fn monotonic() -> Result<libc::timespec, OsError> {
     Ok(now)
 }
 
-/// CLOCK_MONOTONIC now in nanoseconds: the clock of `Envelope::sent_ns`. A u64 of nanoseconds
-/// lasts 584 years of uptime.
-pub(super) fn monotonic_ns() -> Result<u64, OsError> {
-    let now = monotonic()?;
-    // The clock is never negative; the fallbacks are never taken.
-    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
-    let nanos = u64::try_from(now.tv_nsec).unwrap_or(0);
-    Ok(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
-}
-
 /// CLOCK_MONOTONIC now plus `timeout`, saturating: an absolute deadline keeps the total wait at
 /// `timeout` however often the receiver wakes without a message.
-pub(super) fn deadline_after(timeout: Duration) -> Result<libc::timespec, OsError> {
+pub fn deadline_after(timeout: Duration) -> Result<libc::timespec, OsError> {
     let now = monotonic()?;
     // Both below 10⁹, so the sum fits any c_long.
     let mut tv_nsec = now.tv_nsec + timeout.subsec_nanos() as libc::c_long;
@@ -171,7 +196,7 @@ pub(super) fn deadline_after(timeout: Duration) -> Result<libc::timespec, OsErro
 }
 
 /// How a futex wait ended.
-pub(super) enum Wait {
+pub enum Wait {
     /// Woken, interrupted, or the word had already moved on: look at the queue again.
     Again,
     /// The deadline passed.
@@ -179,11 +204,7 @@ pub(super) enum Wait {
 }
 
 /// Sleeps while `word` still holds `expected`, until `deadline` (absolute, CLOCK_MONOTONIC).
-pub(super) fn futex_wait(
-    word: &AtomicU32,
-    expected: u32,
-    deadline: &libc::timespec,
-) -> Result<Wait, OsError> {
+pub fn futex_wait(word: &AtomicU32, expected: u32, deadline: &libc::timespec) -> Result<Wait, OsError> {
     // SAFETY: `word` is a live, aligned u32 for the whole call (the caller borrows it from the
     // channel's `Arc`); `deadline` is a valid timespec. FUTEX_WAIT_BITSET takes an absolute
     // timeout on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME); uaddr2 is unused.
@@ -211,7 +232,7 @@ pub(super) fn futex_wait(
 
 /// Wakes the (single) receiver sleeping on `word`, if any. It never blocks; a failure could only
 /// come from a bad address, which `&AtomicU32` rules out, so the result is not looked at.
-pub(super) fn futex_wake(word: &AtomicU32) {
+pub fn futex_wake(word: &AtomicU32) {
     // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE reads no other argument past `val`.
     unsafe {
         libc::syscall(
