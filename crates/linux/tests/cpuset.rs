@@ -384,6 +384,52 @@ fn rebuild_root_domains_recovers_leaked_bandwidth() {
     );
 }
 
+/// Removing a v1 partition must rebuild the root domains while `teardown` runs, not later from
+/// the kernel's workqueue: a rebuild nobody waits for can meet another SCHED_DEADLINE thread
+/// between its exit and its 0-lag time and subtract it twice (seen in CI as EBUSY for every
+/// later reservation). A known leak (a sleeping child demoted from outside) made right after the
+/// teardown is the witness: a deferred rebuild would recount it away.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn teardown_leaves_no_rebuild_pending() {
+    let _s = serialize();
+    let test = "teardown_leaves_no_rebuild_pending";
+    let h = v1(test);
+    require(Need::SchedDebug);
+    let _guard = SystemGuard::new(&h);
+    let kid = Kid::sleep();
+    let p = Partitioning::create(&h, &[PartitionSpec::new("rd", &[1])]).unwrap();
+    p.teardown().expect("teardown");
+    // The witness, within a few ms of the teardown (the deferred rebuild came ~25 ms after).
+    set_policy(kid.pid(), dl_1_10(), true).expect("SCHED_DEADLINE 1/10 ms for the sleeping child");
+    set_attr(
+        kid.pid(),
+        &SchedAttr::from_policy(&Policy::Other { nice: 0 }, false),
+    )
+    .unwrap();
+    let leaked = total_bw(0);
+    let start = Instant::now();
+    let mut healed = None;
+    while start.elapsed() < StdDuration::from_millis(300) {
+        let now = total_bw(0);
+        if now != leaked {
+            healed = Some((start.elapsed(), now));
+            break;
+        }
+        std::thread::sleep(StdDuration::from_millis(2));
+    }
+    eprintln!("{test}: leak witness total_bw {leaked}; after 300 ms: {healed:?}");
+    // Give the leaked 0.1 CPU back before asserting, so a failure leaves the machine clean.
+    let _ = h.rebuild_root_domains();
+    assert_eq!(
+        healed, None,
+        "the root domains were rebuilt after teardown returned"
+    );
+}
+
 /// Runs only inside the re-executed test binary of `sigkill_leaves_leftovers_cleanup_stale_removes`:
 /// plays a pacer that partitions the machine, starts a task inside, and is then SIGKILLed.
 /// Anywhere else it returns at once: it is that test's other half, so it is compiled in or

@@ -396,10 +396,21 @@ impl CpusetHierarchy {
     /// Removes a (now empty) cgroup directory. A cgroup whose last task just exited may stay
     /// busy for a moment (the task is released after it is reaped), hence a few retries.
     pub(super) fn remove_cgroup(&self, dir: &Path) -> Result<(), CpusetError> {
-        if self.version == CgroupVersion::V2 {
-            // Dissolve the partition first so its CPUs return to the parent in one known step;
-            // best effort, since rmdir dissolves it too.
-            let _ = self.write(&dir.join(v2::PARTITION), "member");
+        match self.version {
+            CgroupVersion::V2 => {
+                // Dissolve the partition first so its CPUs return to the parent in one known
+                // step; best effort, since rmdir dissolves it too.
+                let _ = self.write(&dir.join(v2::PARTITION), "member");
+            }
+            CgroupVersion::V1 => {
+                // rmdir of a load-balanced v1 cpuset rebuilds the root domains later, from a
+                // workqueue (measured here: ~25 ms after the remover exited). A rebuild while
+                // any SCHED_DEADLINE thread on the machine is between its exit and its 0-lag
+                // time subtracts that thread's bandwidth twice (docs/linux.md), and at that
+                // point nobody is watching. Clearing the flag first rebuilds now, in the state
+                // the caller has just checked; the offline then has nothing to rebuild.
+                let _ = self.write(&dir.join(v1::LOAD_BALANCE), "0");
+            }
         }
         let mut last = None;
         for _ in 0..50 {
