@@ -44,3 +44,17 @@ fn privileged() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The variable that compiles the Python package's tests in (CI sets it after `pip install
+/// ./python`); without it they are ignored, and counted as skipped.
+pub const REQUIRE_PYTHON_ENV: &str = "PACER_REQUIRE_PYTHON";
+
+/// Sets `cfg(pacer_python)` when `PACER_REQUIRE_PYTHON=1`: tests that drive the installed
+/// `pacer` Python package then run, and fail when it is missing.
+pub fn python_cfg() {
+    println!("cargo::rustc-check-cfg=cfg(pacer_python)");
+    println!("cargo::rerun-if-env-changed={REQUIRE_PYTHON_ENV}");
+    if std::env::var(REQUIRE_PYTHON_ENV).as_deref() == Ok("1") {
+        println!("cargo::rustc-cfg=pacer_python");
+    }
+}
