@@ -232,3 +232,38 @@ def test_sweep_through_dask():
         assert 0 < count <= 100, out.stdout
         assert 0.0 <= mean <= top <= 1.0, out.stdout
     assert int(lines["g-edf"][2]) == 100, out.stdout
+
+
+def test_perfetto_trace_decodes_with_perfetto_s_own_protos(tmp_path):
+    # trace_processor itself cannot be fetched here (its binary comes from get.perfetto.dev);
+    # the `perfetto` package's compiled Trace proto is Perfetto's schema, so decoding with it
+    # checks field numbers and types, and the events must be those the simulator reported.
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    ts = pacer.generate(seed=3, recipe="rm-vs-edf", cpus=2, r=0.8)[0]
+    path = tmp_path / "run.perfetto-trace"
+    r = pacer.simulate(ts, cpus=2, policy="g-edf", duration="300ms", events=True, trace=path)
+    trace = pb.Trace()
+    trace.ParseFromString(path.read_bytes())
+    switches, wakings, names = [], [], {}
+    for packet in trace.packet:
+        if packet.HasField("process_tree"):
+            for t in packet.process_tree.threads:
+                names[t.tid] = t.name
+        if packet.HasField("ftrace_events"):
+            cpu = packet.ftrace_events.cpu
+            for ev in packet.ftrace_events.event:
+                if ev.HasField("sched_switch"):
+                    switches.append((cpu, ev.timestamp, ev.sched_switch))
+                elif ev.HasField("sched_waking"):
+                    wakings.append(ev.sched_waking)
+    kinds = r.events.column("kind").to_pylist()
+    assert len(switches) == kinds.count("switch")
+    assert len(wakings) == kinds.count("wakeup")
+    assert sorted(set(names.values())) == sorted(name for name, *_ in ts.rows())
+    for cpu in (0, 1):
+        stamps = [t for c, t, _ in switches if c == cpu]
+        assert stamps == sorted(stamps) and stamps, cpu
+    # Every switched-in task is a workload thread (by tid and comm) or the idle task.
+    for _, _, s in switches:
+        assert s.next_pid == 0 or names[s.next_pid] == s.next_comm
+        assert s.prev_state in (0, 1, 0x80)
