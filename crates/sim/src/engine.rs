@@ -613,7 +613,7 @@ pub struct Sim {
     root_domains: Vec<RootDomain>,
     /// Settings of the fair class.
     fair: FairParams,
-    /// Last thread reported running on each CPU in the trace.
+    /// Last thread noted running on each CPU (switch counts and the trace).
     traced: Vec<Option<ThreadId>>,
     /// Per root domain, the key of each CPU's running thread and of its most urgent queued one,
     /// in heaps (the kernel's cpudl): CPU selection, push and pull on every wake-up and switch
@@ -1844,7 +1844,7 @@ impl Sim {
         self.set_state(t, State::Running);
         let th = &mut self.threads[t as usize];
         th.cpu = cpu as u32;
-        th.stats.switches += 1;
+        // `stats.switches` is counted in `note_switch`, once the instant's picks are settled.
         th.overhead += cs;
         th.stall = stall;
         self.cpus[cpu].rq.set_next(t, &mut th.se);
@@ -1925,15 +1925,21 @@ impl Sim {
         }
     }
 
+    /// Counts and traces a change of the running thread on `cpu`. A thread that blocks and is
+    /// woken and picked again within one instant ran on without a switch, as in the kernel,
+    /// where `schedule()` picking `prev` again counts none (`nr_switches`, `nvcsw`): the
+    /// summary's context switches and the trace's `sched_switch`es are the same switches.
     fn note_switch(&mut self, cpu: usize) {
-        if !self.tracing {
-            return;
-        }
-        // Trace only real changes of the running thread on this CPU.
         let next = self.cpus[cpu].curr;
         let last = self.traced[cpu];
-        if last != next {
-            self.traced[cpu] = next;
+        if last == next {
+            return;
+        }
+        self.traced[cpu] = next;
+        if let Some(n) = next {
+            self.threads[n as usize].stats.switches += 1;
+        }
+        if self.tracing {
             let prev_state = match last.map(|p| self.threads[p as usize].state) {
                 Some(State::Sleeping | State::NotStarted) => PrevState::Sleeping,
                 Some(State::Exited) => PrevState::Dead,
