@@ -582,6 +582,14 @@ fn write_trace(
         report.origin_ns,
     )
     .with_context(|| format!("{}: writing the trace", path.display()))?;
+    if written.unrecorded_switch_ins > 0 {
+        eprintln!(
+            "pacer run: warning: --trace: {} times a thread of the run left a CPU the kernel did not \
+             record it entering (seen on VMs for switches away from the idle task): the trace shows \
+             those runs as the CPU's previous task (docs/linux.md, \"Scheduler traces of a run\")",
+            written.unrecorded_switch_ins
+        );
+    }
     let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
     Ok(TraceInfo {
         file: path.display().to_string(),
