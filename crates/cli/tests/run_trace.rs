@@ -362,3 +362,25 @@ fn trace_options_are_checked() {
     assert!(stderr(&out).contains("/nonexistent"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"));
 }
+
+/// Without root, `--trace` is refused before anything runs, naming what is missing (as root,
+/// the test runs pacer as `nobody`).
+#[test]
+fn trace_without_root_is_refused_with_the_reason() {
+    use std::os::unix::process::CommandExt;
+    let file = examples().join("rtapp-run-vs-sim.json");
+    let trace = std::env::temp_dir().join(format!("pacer-run-trace-{}.pftrace", std::process::id()));
+    let mut cmd = common::pacer();
+    cmd.args(["run", "--duration", "1s", "--trace"])
+        .arg(&trace)
+        .arg(&file);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("needs root"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert!(!trace.exists());
+}
