@@ -2,7 +2,7 @@
 //! the encoder's own wire reader, holds the kernel's switches of the workload's threads (at least
 //! one switch-in per measured job), per-CPU time order, times within the run, and the threads
 //! described under pacer's pid; no tracefs instance of the run is left, after a normal end or a
-//! SIGINT. Root tests use `pacer_testkit` (ignored without root unless `PACER_REQUIRE_ROOT=1`).
+//! SIGINT; `pacer exec --trace` likewise for a program's threads. Root tests use `pacer_testkit` (ignored without root unless `PACER_REQUIRE_ROOT=1`).
 
 mod common;
 
@@ -415,4 +415,97 @@ fn trace_without_root_is_refused_with_the_reason() {
     assert!(stderr(&out).contains("needs root"), "{}", stderr(&out));
     assert!(out.stdout.is_empty());
     assert!(!trace.exists());
+    // `pacer exec --trace` alike, before the program starts.
+    let mut cmd = common::pacer();
+    cmd.args(["exec", "--trace"]).arg(&trace).args(["--", "true"]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("needs root"), "{}", stderr(&out));
+    assert!(!trace.exists());
+}
+
+/// `pacer exec --trace`: the program's threads, seen as they start, recorded until the session
+/// ends; the exit line says what was written; nothing is left in tracefs.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn exec_traces_the_program_s_threads() {
+    let _g = common::privileged();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("e.pftrace");
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        r#"{ "global": { "duration": 4 }, "tasks": { "tick": { "loop": -1, "run": 1000, "timer": { "ref": "t", "period": 10000 } } } }"#,
+    )
+    .unwrap();
+    let calibration = common::calibration();
+    let out = common::output_within(
+        common::pacer()
+            .args(["exec", "--json", "--duration", "2s", "--trace"])
+            .arg(&trace)
+            .args([
+                "--",
+                env!("CARGO_BIN_EXE_pacer"),
+                "run",
+                "--calibration",
+                &calibration,
+            ])
+            .arg(&w),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let exit: Json = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .find(|v| v["type"] == "exit")
+        .expect("an exit line");
+    let info = &exit["trace"];
+    let program = exit["status"]["pid"].as_i64().unwrap();
+    let t = decode(&std::fs::read(&trace).unwrap());
+    assert_eq!(t.processes.len(), 1);
+    assert!(t.processes.contains_key(&program), "{:?}", t.processes);
+    let tick = t
+        .threads
+        .iter()
+        .find(|(_, (tgid, name))| *tgid == program && name == "tick-0")
+        .map(|(tid, _)| *tid)
+        .expect("the program's timed thread is described");
+    let ins = t.events.iter().filter(|e| e.next_pid == Some(tick)).count() as u64;
+    let unrecorded = unrecorded_switch_ins(&t, tick);
+    eprintln!("tick-0: {ins} switch-ins, {unrecorded} not recorded; {info}");
+    // 2 s of a 10 ms thread, less its start-up (calibration is given) and the tick before pacer
+    // sees it: 150 jobs is a wide margin.
+    assert!(ins + unrecorded >= 150, "{ins} switch-ins");
+    assert_eq!(
+        info["switches"].as_u64(),
+        Some(t.events.iter().filter(|e| e.kind == 4).count() as u64)
+    );
+    for (cpu, ts) in &t.per_cpu {
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "CPU {cpu} out of order");
+    }
+    let left = instances_of_dead_processes();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// pacer's sched-trace instances of processes that are gone (the exec test's pacer has exited).
+fn instances_of_dead_processes() -> Vec<String> {
+    std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| {
+                    n.strip_prefix("pacer-sched-")
+                        .and_then(|r| r.split('-').next())
+                        .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
