@@ -391,7 +391,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     // The tracer's tracefs instance must not outlive the command: termination signals wait
     // until it is gone (the run reads them itself meanwhile and ends normally).
-    let (_defer, tracer) = match trace {
+    let defer = match trace {
         Some(_) => {
             if !executor::is_root() {
                 bail!(
@@ -399,12 +399,19 @@ pub fn run(a: Args) -> Result<()> {
                      root: run `sudo pacer run … --trace FILE`"
                 );
             }
-            let defer = pacer_linux::signals::DeferTermination::new()
-                .context("--trace: blocking termination signals")?;
-            let t = SchedTracer::new().context("--trace: setting up the kernel recording")?;
-            (Some(defer), Some(Arc::new(t)))
+            Some(
+                pacer_linux::signals::DeferTermination::new()
+                    .context("--trace: blocking termination signals")?,
+            )
         }
-        None => (None, None),
+        None => None,
+    };
+    // Declared after `defer`, so dropped before it on every way out.
+    let tracer = match trace {
+        Some(_) => Some(Arc::new(
+            SchedTracer::new().context("--trace: setting up the kernel recording")?,
+        )),
+        None => None,
     };
     let trace_file = trace.map(|s| files.open(s)).transpose()?;
     let csv = match jobs {
@@ -500,6 +507,8 @@ pub fn run(a: Args) -> Result<()> {
         .context("--trace: reading the kernel's records")?;
     drop(cfg);
     drop(tracer);
+    // Nothing is left in tracefs: a signal from here on acts as it would without --trace.
+    drop(defer);
     if let (Some(c), Some(p)) = (out.csv.take(), &a.jobs) {
         c.finish()
             .with_context(|| format!("{}: writing job records", p.display()))?;
