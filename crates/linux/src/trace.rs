@@ -1074,6 +1074,31 @@ format:
     }
 
     #[test]
+    fn stale_instances_of_both_tracers_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        // Above the kernel's largest pid_max (2^22): no such process.
+        for name in [
+            "pacer-wakeup-999999999-0".to_string(),
+            "pacer-sched-999999999-3".to_string(),
+            format!("pacer-sched-{me}-0"),
+            format!("pacer-wakeup-{me}-1"),
+            "someone-else-999999999".to_string(),
+            "pacer-sched-notapid".to_string(),
+        ] {
+            fs::create_dir(dir.path().join(name)).unwrap();
+        }
+        let names: Vec<String> = stale_in(dir.path())
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["pacer-sched-999999999-3", "pacer-wakeup-999999999-0"]);
+        remove_stale_instances(dir.path());
+        assert!(stale_in(dir.path()).is_empty());
+        assert!(dir.path().join(format!("pacer-sched-{me}-0")).is_dir());
+    }
+
+    #[test]
     fn builds_filters() {
         let tids: BTreeSet<Tid> = [12, 7].into_iter().collect();
         assert_eq!(filter_for("pid", &tids).unwrap(), "pid == 7 || pid == 12");
