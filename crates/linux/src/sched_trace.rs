@@ -482,10 +482,12 @@ impl SchedTracer {
         write_ctl(&self.instance.join(SWITCH_DIR).join("filter"), &switch)?;
         write_ctl(&self.instance.join(WAKING_DIR).join("filter"), &waking)?;
         if !sel.enabled {
+            // The reader first: once the events are on, nothing may keep the rings from being
+            // read.
+            self.start_drainer()?;
             write_ctl(&self.instance.join(SWITCH_DIR).join("enable"), "1")?;
             write_ctl(&self.instance.join(WAKING_DIR).join("enable"), "1")?;
             sel.enabled = true;
-            self.start_drainer()?;
         }
         sel.tids = next;
         Ok(())
