@@ -18,12 +18,14 @@ use pacer_linux::guardian::{self, Guardian};
 use pacer_linux::ledger;
 use pacer_linux::procfs;
 use pacer_linux::sched::LinuxError;
+use pacer_linux::sched_trace::SchedTracer;
 use pacer_linux::signals::{self, SignalFd};
 use pacer_model::text::escape_control;
 use pacer_model::Duration;
 use serde_json::json;
 
 use crate::analyze::parse_duration;
+use crate::output::{Outputs, Stdout};
 use crate::table::Table;
 
 const AFTER_HELP: &str = "\
@@ -48,7 +50,14 @@ With --daemon, `pacer daemon` runs the session instead: its one supervisor then 
 program together with every other session (client applications, other exec sessions), so their \
 sum stays admissible and compression is fair across them. No root is needed for your own \
 program (the daemon checks the caller, its quota applies to every thread taken); the daemon \
-restores the threads when this pacer exits or dies.";
+restores the threads when this pacer exits or dies.
+
+--trace FILE (exec only, root) records the program's context switches and wake-ups from the \
+kernel into a Perfetto protobuf trace, as `pacer run --trace` does for a run: its threads are \
+added as pacer sees them (the main thread at once, the others within a --tick), threads of its \
+child processes are not recorded.
+
+Example: sudo pacer exec --duration 10s --trace prog.pftrace -- ./prog";
 
 /// Options shared by `exec` and `attach`.
 #[derive(ClapArgs, Debug, Clone)]
@@ -155,6 +164,11 @@ enum CompressionArg {
 pub struct ExecArgs {
     #[command(flatten)]
     control: ControlArgs,
+    /// Write the kernel's record of the program's context switches and wake-ups here, as a
+    /// Perfetto protobuf trace (as `pacer run --trace`; needs root), replaced only once the
+    /// session has ended.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// The program and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -350,7 +364,14 @@ enum End {
 
 pub fn exec(args: ExecArgs) -> Result<u8> {
     let cfg = session_config(&args.control)?;
+    // Blocks the termination signals for good: the trace's tracefs instance below is removed
+    // on every way out of this function.
     let sigs = SignalFd::new(&signals::TERMINATING).context("setting up signal handling")?;
+    let mut trace = args
+        .trace
+        .as_deref()
+        .map(|p| ExecTrace::new(p, &args.command))
+        .transpose()?;
     // Connect first: a daemon that is not there is an error before the program starts.
     let client = match args.control.daemon {
         true => Some(connect_daemon(&args.control)?),
@@ -364,6 +385,12 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
     let mut child =
         signals::spawn_unblocked(&mut cmd).with_context(|| format!("cannot run {:?}", args.command[0]))?;
     let pidfd = control::open_process(child.id()).context("opening the new process")?;
+    if let Some(t) = &mut trace {
+        t.pid = child.id();
+        if let Some(n) = t.follow(&pidfd) {
+            eprintln!("pacer: {n}");
+        }
+    }
     let label = escape_control(&args.command.join(" "));
     let exited = || child.try_wait().ok().flatten();
     let end = match client {
@@ -373,6 +400,7 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
             &args.control,
             &label,
             exited,
+            trace,
         )?,
         None => run_loop(
             start_session(pidfd, cfg, args.control.rt_priority)?,
@@ -380,6 +408,7 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
             &args.control,
             &label,
             exited,
+            trace,
         )?,
     };
     Ok(match end {
@@ -405,7 +434,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         .unwrap_or_default();
     let end = if args.control.daemon {
         let hosted = Hosted::start(connect_daemon(&args.control)?, pidfd, &args.control)?;
-        run_loop(hosted, &sigs, &args.control, &label, || None)?
+        run_loop(hosted, &sigs, &args.control, &label, || None, None)?
     } else {
         control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
         run_loop(
@@ -414,6 +443,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
             &args.control,
             &label,
             || None,
+            None,
         )?
     };
     Ok(match end {
@@ -633,6 +663,7 @@ fn run_loop<S: Controlled>(
     a: &ControlArgs,
     label: &str,
     mut exited: impl FnMut() -> Option<std::process::ExitStatus>,
+    mut trace: Option<ExecTrace>,
 ) -> Result<End> {
     let tty = std::io::stderr().is_terminal() && !a.json && !a.quiet;
     let status_every = a.status_every.map(|d| d.0).unwrap_or(1_000_000_000).max(1);
@@ -643,7 +674,8 @@ fn run_loop<S: Controlled>(
     let mut drawn_lines = 0usize;
     let end = loop {
         session.tick();
-        for n in session.take_notices() {
+        let traced = trace.as_mut().and_then(|t| t.follow(session.pidfd()));
+        for n in session.take_notices().into_iter().chain(traced) {
             if a.json {
                 print_json_line(json!({"type": "notice", "message": n}))?;
             } else {
@@ -691,6 +723,8 @@ fn run_loop<S: Controlled>(
     };
     let last = session.status();
     let report = session.release();
+    // After the release: the threads have their policies back whatever writing the trace does.
+    let trace = trace.map(ExecTrace::finish).transpose()?;
     let why = match &end {
         End::Exited(_) => "the program exited".to_string(),
         End::Signal(s) => format!("signal {s} received"),
@@ -698,7 +732,11 @@ fn run_loop<S: Controlled>(
         End::Unguarded(why) => why.clone(),
     };
     if a.json {
-        print_json_line(json!({"type": "exit", "reason": why, "status": last, "release": report}))?;
+        let mut line = json!({"type": "exit", "reason": why, "status": last, "release": report});
+        if let Some(t) = &trace {
+            line["trace"] = serde_json::to_value(t)?;
+        }
+        print_json_line(line)?;
     } else {
         if tty && drawn_lines > 0 {
             eprint!("\x1b[{drawn_lines}A\x1b[J");
@@ -717,7 +755,158 @@ fn run_loop<S: Controlled>(
     for (tid, e) in &report.failed {
         eprintln!("pacer: warning: thread {tid}: could not restore its policy: {e} (the guardian retries)");
     }
+    if let (Some(t), false) = (&trace, a.json) {
+        eprintln!(
+            "pacer: trace {}: {} switches, {} wake-ups of {} thread(s) ({}), {} events lost",
+            escape_control(&t.file),
+            t.written.switches,
+            t.written.wakings,
+            t.threads,
+            crate::sim::bytes(t.bytes),
+            t.lost_events
+        );
+    }
     Ok(end)
+}
+
+/// `pacer exec --trace`: the program's threads recorded by `pacer_linux::sched_trace`, written
+/// as `pacer run --trace` writes a run's (crate::run_trace). The tracer exists from before the
+/// program starts; its threads join as they are seen (the filter names thread ids, which the
+/// kernel gives out only as threads start), the main thread right after the start, the others
+/// at the next tick.
+struct ExecTrace {
+    tracer: SchedTracer,
+    files: Outputs,
+    file: Option<std::fs::File>,
+    path: PathBuf,
+    /// The program's PID (0 until started) and command line.
+    pid: u32,
+    cmdline: String,
+    /// Threads added, in the order seen, with their name then.
+    threads: Vec<(u32, String)>,
+    /// Why following stopped (a refused filter), once reported.
+    stopped: Option<String>,
+}
+
+/// What `--trace` wrote (the `trace` of the exit line).
+#[derive(serde::Serialize)]
+struct ExecTraceInfo {
+    file: String,
+    threads: usize,
+    #[serde(flatten)]
+    written: crate::run_trace::Written,
+    lost_events: u64,
+    bytes: u64,
+}
+
+impl ExecTrace {
+    fn new(path: &std::path::Path, command: &[String]) -> Result<ExecTrace> {
+        if crate::sim::TraceFormat::of(None, path) == crate::sim::TraceFormat::Json {
+            bail!(
+                "--trace {}: `pacer exec` writes Perfetto's protobuf format only; name the file \
+                 e.g. prog.pftrace",
+                path.display()
+            );
+        }
+        let mut files = Outputs::new(Stdout::Busy);
+        let slot = files.file("--trace", path)?;
+        if !pacer_linux::run::is_root() {
+            bail!(
+                "--trace records the kernel's scheduling events through tracefs, which needs \
+                 root: run `sudo pacer exec --trace FILE -- …`"
+            );
+        }
+        let tracer = SchedTracer::new().context("--trace: setting up the kernel recording")?;
+        let file = Some(files.open(slot)?);
+        Ok(ExecTrace {
+            tracer,
+            files,
+            file,
+            path: path.to_path_buf(),
+            pid: 0,
+            cmdline: command.join(" "),
+            threads: Vec::new(),
+            stopped: None,
+        })
+    }
+
+    /// Adds the program's threads not traced yet; a notice when that fails (once: the
+    /// recording then keeps the threads it has).
+    fn follow(&mut self, pidfd: &procfs::Pidfd) -> Option<String> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        let tids = pidfd.threads().ok()?;
+        let new: Vec<u32> = tids
+            .into_iter()
+            .filter(|t| !self.threads.iter().any(|(s, _)| s == t))
+            .collect();
+        if new.is_empty() {
+            return None;
+        }
+        if let Err(e) = self.tracer.add(&new) {
+            let why = format!("--trace: no longer following new threads: {e}");
+            self.stopped = Some(why.clone());
+            return Some(why);
+        }
+        for t in new {
+            let name = pidfd.comm(t).unwrap_or_else(|_| format!("tid {t}"));
+            self.threads.push((t, name));
+        }
+        None
+    }
+
+    /// Stops the recording, removes the tracefs instance, writes and commits the file.
+    fn finish(mut self) -> Result<ExecTraceInfo> {
+        let rec = self
+            .tracer
+            .finish()
+            .context("--trace: reading the kernel's records")?;
+        drop(self.tracer);
+        let lost = rec.lost();
+        if lost > 0 {
+            eprintln!(
+                "pacer: warning: --trace: the kernel lost {lost} scheduling events: its ring \
+                 buffer filled before pacer read it; the trace has gaps there"
+            );
+        }
+        let threads: Vec<(u32, &str)> = self.threads.iter().map(|(t, n)| (*t, n.as_str())).collect();
+        let process = crate::run_trace::Process {
+            pid: self.pid as i32,
+            ppid: std::process::id() as i32,
+            cmdline: &self.cmdline,
+            threads: &threads,
+        };
+        let cpus = rec.lost_per_cpu.iter().map(|(c, _)| c + 1).max().unwrap_or(1);
+        let file = self.file.take().context("--trace: no file")?;
+        let (file, written) = crate::run_trace::write_perfetto(
+            file,
+            &rec,
+            &process,
+            &crate::run_trace::Uname::this_machine(),
+            cpus,
+            &[],
+            0,
+        )
+        .with_context(|| format!("{}: writing the trace", self.path.display()))?;
+        if written.unrecorded_switch_ins > 0 {
+            eprintln!(
+                "pacer: warning: --trace: {} times a thread left a CPU the kernel did not record it \
+                 entering (seen on VMs for switches away from the idle task; docs/linux.md)",
+                written.unrecorded_switch_ins
+            );
+        }
+        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        drop(file);
+        self.files.commit()?;
+        Ok(ExecTraceInfo {
+            file: self.path.display().to_string(),
+            threads: self.threads.len(),
+            written,
+            lost_events: lost,
+            bytes,
+        })
+    }
 }
 
 /// One line of `pacer exec|attach --json` (JSON Lines, schema `pacer.exec/1` on every line, so

@@ -29,6 +29,7 @@ mod man;
 mod output;
 mod period;
 mod run;
+mod run_trace;
 mod runtime;
 mod sim;
 mod sim_kernel;

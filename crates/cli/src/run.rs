@@ -5,12 +5,14 @@
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use pacer_linux::run::{
     self as executor, Calibration, LogMode, LogRow, RtAppLogs, RunConfig, RunError, RunReport, StopReason,
     ThreadReport,
 };
+use pacer_linux::sched_trace::{SchedTrace, SchedTracer};
 use pacer_linux::taskset::{CacheMissCount, TaskSetError, TaskSetReport, TaskSetRunOptions};
 use pacer_model::Duration;
 use pacer_workload::jobs::{render_text_labelled, JobRecord, JobSink, Summary, SummaryReport, ThreadId};
@@ -27,6 +29,7 @@ sudo pacer run examples/rtapp-periodic.json --duration 5s\n  \
 sudo pacer run examples/textbook.json --policy p-edf --cpus 2 --duration 5s --jobs run.csv\n  \
 sudo pacer run set.json --policy c-rm --cpus 2 --cluster-size 2 --json > run.json\n  \
 sudo pacer run examples/rtapp-periodic.json --duration 5s --jobs run.csv --log-dir logs/\n  \
+sudo pacer run examples/rtapp-periodic.json --duration 1s --trace run.pftrace  # ui.perfetto.dev\n  \
 pacer sim examples/rtapp-periodic.json --cpus 2 --duration 5s --jobs sim.csv\n  \
 pacer compare sim.csv run.csv                     # the simulator against the kernel\n\n\
 Each thread of the file becomes an OS thread (named `<task>-<index>`) that sets its own policy\n\
@@ -36,6 +39,12 @@ CPU), `runtime` spins for wall-clock time, `sleep` and `timer` sleep on CLOCK_MO
 those of `pacer sim`: released at the thread's start and at each timer expiry, finished at the\n\
 next timer event. Real-time policies need root. Ctrl-C (or SIGTERM) ends the run between events;\n\
 every thread puts itself back to SCHED_OTHER. Measurement details: docs/linux.md.\n\n\
+--trace records the run's context switches and wake-ups from the kernel (root: a private tracefs\n\
+instance, filtered in the kernel to events involving the workload's threads, removed at exit and\n\
+on Ctrl-C/SIGTERM) into a Perfetto protobuf trace, the format of `pacer sim --trace`: open it in\n\
+ui.perfetto.dev beside the simulation's. Times are CLOCK_MONOTONIC ns: a job's release_ns plus\n\
+the run's origin_ns (--json) is its trace time. Events the kernel lost are reported. Details:\n\
+docs/linux.md, \"Scheduler traces of a run\".\n\n\
 rt-app's outputs, for tools such as LISA (docs/linux.md, \"rt-app logs and ftrace markers\"):\n\
 threads are named (comm) `<task>-<index>` as in rt-app; logs `<log_basename>-<task>-<index>.log`,\n\
 with rt-app's header and columns, go into --log-dir, or into the file's `logdir` when the file\n\
@@ -91,6 +100,16 @@ pub struct Args {
     /// used.
     #[arg(long, value_name = "NS_PER_LOOP")]
     pub calibration: Option<f64>,
+    /// Write the kernel's record of the run's context switches and wake-ups here, as a Perfetto
+    /// protobuf trace (open in ui.perfetto.dev or trace_processor), replaced only if the run
+    /// succeeds, as --jobs. Needs root (tracefs). Only Perfetto's format: a name ending in
+    /// `.json` is refused.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Also write each measured job as a slice "job N" on its thread's track in --trace (and
+    /// an instant "deadline miss"), as `pacer sim --trace-jobs`.
+    #[arg(long, requires = "trace")]
+    pub trace_jobs: bool,
     /// Machine-readable JSON summary on standard output.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +127,8 @@ struct Sinks<'a> {
     bar: Option<indicatif::ProgressBar>,
     /// Paces the flushes that put the rows in the (temporary) files while the run goes on.
     flush: FlushClock,
+    /// The jobs kept for --trace-jobs, written with the trace after the run.
+    trace_jobs: Option<Vec<JobRecord>>,
 }
 
 /// What a forked thread's log needs: rt-app opens one per thread it creates, forked ones
@@ -141,6 +162,9 @@ impl ForkLogs<'_> {
 impl executor::Sink for Sinks<'_> {
     fn job(&mut self, r: &JobRecord) -> io::Result<()> {
         self.summary.add(r);
+        if let Some(jobs) = &mut self.trace_jobs {
+            jobs.push(*r);
+        }
         if let Some(csv) = &mut self.csv {
             csv.write(r);
             if let Some(e) = csv.error() {
@@ -218,6 +242,22 @@ struct RunInfo {
     /// For a task set: the configuration, its bins and cpusets, per-task metrics, cache misses.
     #[serde(skip_serializing_if = "Option::is_none")]
     taskset: Option<serde_json::Value>,
+    /// CLOCK_MONOTONIC of the origin, ns: a job's `release_ns` plus this is its time in --trace.
+    origin_ns: u64,
+    /// What --trace holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<TraceInfo>,
+}
+
+/// What `--trace` wrote.
+#[derive(Serialize)]
+struct TraceInfo {
+    file: String,
+    #[serde(flatten)]
+    written: crate::run_trace::Written,
+    /// Events the kernel reported lost (its ring buffer filled before pacer read it).
+    lost_events: u64,
+    bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -261,6 +301,16 @@ pub fn run(a: Args) -> Result<()> {
     let mut files = Outputs::new(Stdout::Busy);
     files.input(&a.file);
     let jobs = a.jobs.as_deref().map(|p| files.file("--jobs", p)).transpose()?;
+    if let Some(p) = &a.trace {
+        if crate::sim::TraceFormat::of(None, p) == crate::sim::TraceFormat::Json {
+            bail!(
+                "--trace {}: `pacer run` writes Perfetto's protobuf format only; name the file \
+                 e.g. run.pftrace",
+                p.display()
+            );
+        }
+    }
+    let trace = a.trace.as_deref().map(|p| files.file("--trace", p)).transpose()?;
     let (workload, taskset) = match read_input(&a.file, a.lenient)? {
         Input::RtApp(w) => {
             let mut given = a.taskset.given();
@@ -339,6 +389,31 @@ pub fn run(a: Args) -> Result<()> {
             .collect::<Result<Vec<_>>>()?,
         None => Vec::new(),
     };
+    // The tracer's tracefs instance must not outlive the command: termination signals wait
+    // until it is gone (the run reads them itself meanwhile and ends normally).
+    let defer = match trace {
+        Some(_) => {
+            if !executor::is_root() {
+                bail!(
+                    "--trace records the kernel's scheduling events through tracefs, which needs \
+                     root: run `sudo pacer run … --trace FILE`"
+                );
+            }
+            Some(
+                pacer_linux::signals::DeferTermination::new()
+                    .context("--trace: blocking termination signals")?,
+            )
+        }
+        None => None,
+    };
+    // Declared after `defer`, so dropped before it on every way out.
+    let tracer = match trace {
+        Some(_) => Some(Arc::new(
+            SchedTracer::new().context("--trace: setting up the kernel recording")?,
+        )),
+        None => None,
+    };
+    let trace_file = trace.map(|s| files.open(s)).transpose()?;
     let csv = match jobs {
         Some(s) => Some(JobSink::for_path(
             a.jobs.as_deref().unwrap_or(Path::new("")),
@@ -391,12 +466,14 @@ pub fn run(a: Args) -> Result<()> {
         log_error: None,
         bar,
         flush: FlushClock::new(),
+        trace_jobs: a.trace_jobs.then(Vec::new),
     };
     let cfg = RunConfig {
         duration,
         seed: a.seed,
         calibration,
         logs: Some(plan.map_or(LogMode::Off, |(_, m)| m)),
+        sched_trace: tracer.clone(),
         ..RunConfig::default()
     };
     let result = match &taskset {
@@ -409,6 +486,7 @@ pub fn run(a: Args) -> Result<()> {
                 seed: a.seed,
                 calibration,
                 lock_memory: cfg.lock_memory,
+                sched_trace: tracer.clone(),
             };
             match pacer_linux::taskset::run_placement(placed, tcfg, &opts, &mut out) {
                 Ok(r) => Ok((r.run.clone(), Some(r))),
@@ -421,6 +499,16 @@ pub fn run(a: Args) -> Result<()> {
         b.finish_and_clear();
     }
     let (report, taskset_report) = result?;
+    // The records, then the tracefs instance removed, before anything is written.
+    let recorded = tracer
+        .as_ref()
+        .map(|t| t.finish())
+        .transpose()
+        .context("--trace: reading the kernel's records")?;
+    drop(cfg);
+    drop(tracer);
+    // Nothing is left in tracefs: a signal from here on acts as it would without --trace.
+    drop(defer);
     if let (Some(c), Some(p)) = (out.csv.take(), &a.jobs) {
         c.finish()
             .with_context(|| format!("{}: writing job records", p.display()))?;
@@ -440,8 +528,84 @@ pub fn run(a: Args) -> Result<()> {
     let summary = out
         .summary
         .report(&report.names, &report.counters, report.horizon_ns, report.cpus);
+    let trace_info = match (trace_file, recorded, &a.trace) {
+        (Some(f), Some(rec), Some(p)) => Some(write_trace(
+            f,
+            p,
+            &rec,
+            &report,
+            out.trace_jobs.as_deref().unwrap_or_default(),
+        )?),
+        _ => None,
+    };
     files.commit()?;
-    print_results(&a, &workload.ignored, report, taskset_report, &summary)
+    print_results(
+        &a,
+        &workload.ignored,
+        report,
+        taskset_report,
+        &summary,
+        trace_info,
+    )
+}
+
+/// Writes `--trace` from the run's records, and reports lost events on standard error.
+fn write_trace(
+    file: File,
+    path: &Path,
+    rec: &SchedTrace,
+    report: &RunReport,
+    jobs: &[JobRecord],
+) -> Result<TraceInfo> {
+    let lost = rec.lost();
+    if lost > 0 {
+        let per_cpu: Vec<String> = rec
+            .lost_per_cpu
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(c, n)| format!("CPU {c}: {n}"))
+            .collect();
+        eprintln!(
+            "pacer run: warning: --trace: the kernel lost {lost} scheduling events ({}): its ring \
+             buffer filled before pacer read it; the trace has gaps there",
+            per_cpu.join(", ")
+        );
+    }
+    let threads: Vec<(u32, &str)> = report.threads.iter().map(|t| (t.tid, t.name.as_str())).collect();
+    let cmdline: Vec<String> = std::env::args().collect();
+    let cmdline = cmdline.join(" ");
+    let process = crate::run_trace::Process {
+        pid: std::process::id() as i32,
+        ppid: std::os::unix::process::parent_id() as i32,
+        cmdline: &cmdline,
+        threads: &threads,
+    };
+    let cpus = rec.lost_per_cpu.iter().map(|(c, _)| c + 1).max().unwrap_or(1);
+    let (file, written) = crate::run_trace::write_perfetto(
+        file,
+        rec,
+        &process,
+        &crate::run_trace::Uname::this_machine(),
+        cpus,
+        jobs,
+        report.origin_ns,
+    )
+    .with_context(|| format!("{}: writing the trace", path.display()))?;
+    if written.unrecorded_switch_ins > 0 {
+        eprintln!(
+            "pacer run: warning: --trace: {} times a thread of the run left a CPU the kernel did not \
+             record it entering (seen on VMs for switches away from the idle task): the trace shows \
+             those runs as the CPU's previous task (docs/linux.md, \"Scheduler traces of a run\")",
+            written.unrecorded_switch_ins
+        );
+    }
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok(TraceInfo {
+        file: path.display().to_string(),
+        written,
+        lost_events: lost,
+        bytes,
+    })
 }
 
 fn print_results(
@@ -450,6 +614,7 @@ fn print_results(
     report: RunReport,
     taskset: Option<TaskSetReport>,
     summary: &SummaryReport,
+    trace: Option<TraceInfo>,
 ) -> Result<()> {
     let cal = report.calibration;
     if !a.json {
@@ -479,6 +644,21 @@ fn print_results(
         if let Some(t) = &taskset {
             print!("{}", taskset_text(t));
         }
+        if let Some(t) = &trace {
+            println!(
+                "\ntrace {}: {} switches, {} wake-ups{} of the run's threads ({}), {} events lost",
+                pacer_model::text::escape_control(&t.file),
+                t.written.switches,
+                t.written.wakings,
+                if a.trace_jobs {
+                    format!(", {} jobs", t.written.job_slices)
+                } else {
+                    String::new()
+                },
+                crate::sim::bytes(t.bytes),
+                t.lost_events
+            );
+        }
         return Ok(());
     }
     let info = RunInfo {
@@ -492,6 +672,8 @@ fn print_results(
         stopped_by: report.stopped_by,
         jobs: report.jobs,
         dropped_records: report.dropped_records,
+        origin_ns: report.origin_ns,
+        trace,
         memory_locked: report.memory_locked,
         threads: report.threads,
         warnings: report.warnings,
@@ -626,6 +808,8 @@ mod tests {
             calibration: None,
             json: false,
             lenient: false,
+            trace: None,
+            trace_jobs: false,
         };
         let mut w = Workload::default();
         let a = args(None);

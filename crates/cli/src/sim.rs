@@ -434,7 +434,7 @@ pub fn run(mut a: Args) -> Result<()> {
     Ok(())
 }
 
-fn bytes(b: u64) -> String {
+pub(crate) fn bytes(b: u64) -> String {
     if b >= 10 << 20 {
         format!("{} MiB", b >> 20)
     } else {

@@ -9,7 +9,8 @@
 //! - [`sched`]: `sched_setattr`/`sched_getattr` with every field and flag, affinity;
 //! - [`procfs`]: thread discovery under /proc/PID/task, per-thread CPU time from schedstat, pidfds;
 //! - [`cpufreq`]: the cpufreq sysfs backend (tested against a fake sysfs tree);
-//! - [`trace`]: kernel-filtered wake-up tracing;
+//! - [`trace`]: kernel-filtered wake-up tracing; [`sched_trace`]: kernel-filtered recording of
+//!   the context switches and wake-ups of chosen threads (`pacer run --trace`);
 //! - [`cgroup`] (also under its old name `cpuset`): exclusive cpusets (cgroup v1 and v2) for
 //!   partitioned/clustered runs, each its own SCHED_DEADLINE root domain; stale clean-up;
 //!   root-domain rebuild; [`sched_debug`]: the per-root-domain `dl_bw` read-out from debugfs;
@@ -49,6 +50,7 @@ pub mod procfs;
 pub mod run;
 pub mod sched;
 pub mod sched_debug;
+pub mod sched_trace;
 pub mod signals;
 pub mod sys;
 pub mod taskset;

@@ -38,6 +38,42 @@ fn sigset(sigs: &[i32]) -> libc::sigset_t {
     }
 }
 
+/// While alive, the [`TERMINATING`] signals are blocked in the calling thread (and in threads it
+/// creates): one that arrives meanwhile stays pending and takes effect when the guard drops, after
+/// the clean-up the guard was taken for (a command holding kernel state that a signal's default
+/// action would leave behind, such as `pacer run --trace`'s tracefs instance). Signals read from
+/// a [`SignalFd`] meanwhile (the run's) are consumed there and do not come back.
+#[derive(Debug)]
+pub struct DeferTermination {
+    old: libc::sigset_t,
+}
+
+impl DeferTermination {
+    /// Blocks the signals; take it in the main thread before creating threads.
+    pub fn new() -> Result<DeferTermination, LinuxError> {
+        let set = sigset(&TERMINATING);
+        // SAFETY: an all-zero sigset is valid storage for the old mask; `set` is initialised.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: both pointers are valid for the call.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        if r != 0 {
+            return Err(LinuxError::Syscall {
+                op: "pthread_sigmask",
+                target: 0,
+                source: io::Error::from_raw_os_error(r),
+            });
+        }
+        Ok(DeferTermination { old })
+    }
+}
+
+impl Drop for DeferTermination {
+    fn drop(&mut self) {
+        // SAFETY: `old` is the mask pthread_sigmask returned; the kernel only reads it.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
 /// A signalfd receiving a set of blocked signals.
 #[derive(Debug)]
 pub struct SignalFd {

@@ -49,6 +49,8 @@ pub struct TaskSetRunOptions {
     pub calibration: Option<Calibration>,
     /// `mlockall` for the run.
     pub lock_memory: bool,
+    /// Records the tasks' context switches and wake-ups ([`RunConfig::sched_trace`]).
+    pub sched_trace: Option<std::sync::Arc<crate::sched_trace::SchedTracer>>,
 }
 
 impl TaskSetRunOptions {
@@ -59,6 +61,7 @@ impl TaskSetRunOptions {
             seed,
             calibration: None,
             lock_memory: true,
+            sched_trace: None,
         }
     }
 }
@@ -245,6 +248,7 @@ pub fn run_placement(
             calibration: opts.calibration,
             lock_memory: opts.lock_memory,
             cpusets,
+            sched_trace: opts.sched_trace.clone(),
             ..RunConfig::default()
         };
         let counter = crate::perf::CacheMisses::start();

@@ -112,12 +112,16 @@ pub const MAX_EXPIRY_DISTANCE_NS: u64 = 60_000_000_000;
 /// Prefix of the instances this module creates: `pacer-wakeup-<pid>-<n>`.
 const INSTANCE_PREFIX: &str = "pacer-wakeup-";
 
+/// Prefixes of every tracefs instance pacer creates (this module's and
+/// [`crate::sched_trace`]'s), each followed by `<pid>-<n>`: what stale-instance cleanup removes.
+const INSTANCE_PREFIXES: [&str; 2] = [INSTANCE_PREFIX, crate::sched_trace::INSTANCE_PREFIX];
+
 /// Default per-CPU ring size: 256 KiB, ~10 000 wake-up events (24-byte entries + headers),
 /// i.e. > 10 s of a 1 kHz thread between drains.
 pub const DEFAULT_BUFFER_KB: usize = 256;
 
 /// The kernel copies an event filter from a write of at most one page: keep below that.
-const MAX_FILTER_LEN: usize = 4000;
+pub(crate) const MAX_FILTER_LEN: usize = 4000;
 
 /// Distinguishes several tracers of one process.
 static INSTANCE_SEQ: AtomicU32 = AtomicU32::new(0);
@@ -131,6 +135,10 @@ pub enum TraceError {
     /// The kernel lacks the `sched:sched_wakeup` tracepoint or it has an unexpected format.
     #[error("tracepoint sched:sched_wakeup unavailable: {0}")]
     TracepointMissing(String),
+    /// The kernel lacks another tracepoint pacer records (`event` is `system:name`), or it has
+    /// an unexpected format.
+    #[error("tracepoint {event} unavailable: {why}")]
+    EventMissing { event: &'static str, why: String },
     /// Creating tracefs instances and enabling events is privileged.
     #[error("not permitted to trace wake-ups: {0} (needs root: tracefs is writable by root only)")]
     NoPermission(String),
@@ -152,7 +160,7 @@ pub enum TraceError {
 }
 
 impl TraceError {
-    fn io(op: impl Into<String>, source: io::Error) -> Self {
+    pub(crate) fn io(op: impl Into<String>, source: io::Error) -> Self {
         TraceError::Io {
             op: op.into(),
             source,
@@ -164,7 +172,7 @@ impl From<TraceError> for KernelError {
     fn from(e: TraceError) -> Self {
         match e {
             TraceError::NoPermission(_) => KernelError::Permission(e.to_string()),
-            TraceError::NoTracefs(_) | TraceError::TracepointMissing(_) => {
+            TraceError::NoTracefs(_) | TraceError::TracepointMissing(_) | TraceError::EventMissing { .. } => {
                 KernelError::Unsupported(e.to_string())
             }
             TraceError::InvalidTid(t) => KernelError::NoSuchThread(t),
@@ -325,7 +333,7 @@ fn read_timer_format(root: &Path) -> Result<TimerFormat, String> {
 const TRACE_FLAG_HARDIRQ: u8 = 0x08;
 
 /// Extracts offset and size of `field` from a tracefs `format` file.
-fn field_offset(format: &str, field: &str) -> Option<(usize, usize)> {
+pub(crate) fn field_offset(format: &str, field: &str) -> Option<(usize, usize)> {
     for line in format.lines() {
         let line = line.trim();
         let Some(rest) = line.strip_prefix("field:") else {
@@ -419,19 +427,19 @@ const TS_SHIFT: u32 = 27;
 /// Absolute time stamps carry the low 59 bits; the top bits come from the page time.
 const TS_MSB_MASK: u64 = !((1u64 << 59) - 1);
 
-fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+pub(crate) fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(
         b.get(off..off.checked_add(8)?)?.try_into().ok()?,
     ))
 }
 
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(
         b.get(off..off.checked_add(4)?)?.try_into().ok()?,
     ))
 }
 
-fn u16_at(b: &[u8], off: usize) -> Option<u16> {
+pub(crate) fn u16_at(b: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(
         b.get(off..off.checked_add(2)?)?.try_into().ok()?,
     ))
@@ -510,7 +518,7 @@ pub(crate) fn parse_page(page: &[u8], mut on_event: impl FnMut(u64, &[u8])) -> u
 // ---- the tracer -----------------------------------------------------------------------------
 
 /// Writes `value` to a tracefs control file, mapping errors to [`TraceError`].
-fn write_ctl(path: &Path, value: &str) -> Result<(), TraceError> {
+pub(crate) fn write_ctl(path: &Path, value: &str) -> Result<(), TraceError> {
     fs::write(path, value).map_err(|e| match e.kind() {
         io::ErrorKind::PermissionDenied => {
             TraceError::NoPermission(format!("writing {}: {e}", path.display()))
@@ -528,7 +536,10 @@ fn stale_in(instances: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in dir.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(INSTANCE_PREFIX)) else {
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| INSTANCE_PREFIXES.iter().find_map(|p| n.strip_prefix(p)))
+        else {
             continue;
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
@@ -542,8 +553,33 @@ fn stale_in(instances: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Creates a fresh instance directory `<prefix><pid>-<n>` under `instances`: its name says
+/// which process owns it, so that [`stale_in`] can tell when it is left over.
+pub(crate) fn create_instance(instances: &Path, prefix: &str) -> Result<PathBuf, TraceError> {
+    loop {
+        let n = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = instances.join(format!("{prefix}{}-{n}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return Err(TraceError::NoPermission(format!(
+                    "creating tracefs instance {}: {e}",
+                    dir.display()
+                )))
+            }
+            Err(e) => {
+                return Err(TraceError::io(
+                    format!("creating tracefs instance {}", dir.display()),
+                    e,
+                ))
+            }
+        }
+    }
+}
+
 /// Removes instances left behind by processes that no longer exist.
-fn remove_stale_instances(instances: &Path) {
+pub(crate) fn remove_stale_instances(instances: &Path) {
     for dir in stale_in(instances) {
         // Best effort: a failure leaves a harmless, disabled-by-nobody directory.
         let _ = fs::remove_dir(dir);
@@ -619,26 +655,7 @@ impl WakeupTracer {
             )));
         }
         remove_stale_instances(&instances);
-        let instance = loop {
-            let n = INSTANCE_SEQ.fetch_add(1, Ordering::Relaxed);
-            let dir = instances.join(format!("{INSTANCE_PREFIX}{}-{n}", std::process::id()));
-            match fs::create_dir(&dir) {
-                Ok(()) => break dir,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                    return Err(TraceError::NoPermission(format!(
-                        "creating tracefs instance {}: {e}",
-                        dir.display()
-                    )))
-                }
-                Err(e) => {
-                    return Err(TraceError::io(
-                        format!("creating tracefs instance {}", dir.display()),
-                        e,
-                    ))
-                }
-            }
-        };
+        let instance = create_instance(&instances, INSTANCE_PREFIX)?;
         // From here on, Drop cleans up whatever step fails.
         let mut tracer = WakeupTracer {
             instance,
@@ -931,7 +948,7 @@ fn decode_timer_set(tf: &TimerFormat, time: u64, payload: &[u8]) -> Option<(Tid,
     ))
 }
 
-fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 {
@@ -1054,6 +1071,31 @@ format:
         let mut zero_len = vec![0u8; 64];
         zero_len[8] = 8; // 8 bytes of data: a long event with array[0] = 0
         parse_page(&zero_len, |_, _| {});
+    }
+
+    #[test]
+    fn stale_instances_of_both_tracers_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        // Above the kernel's largest pid_max (2^22): no such process.
+        for name in [
+            "pacer-wakeup-999999999-0".to_string(),
+            "pacer-sched-999999999-3".to_string(),
+            format!("pacer-sched-{me}-0"),
+            format!("pacer-wakeup-{me}-1"),
+            "someone-else-999999999".to_string(),
+            "pacer-sched-notapid".to_string(),
+        ] {
+            fs::create_dir(dir.path().join(name)).unwrap();
+        }
+        let names: Vec<String> = stale_in(dir.path())
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["pacer-sched-999999999-3", "pacer-wakeup-999999999-0"]);
+        remove_stale_instances(dir.path());
+        assert!(stale_in(dir.path()).is_empty());
+        assert!(dir.path().join(format!("pacer-sched-{me}-0")).is_dir());
     }
 
     #[test]

@@ -110,6 +110,11 @@ pub struct RunConfig {
     /// sets its affinity and policy, so a thread of an exclusive cpuset gets its SCHED_DEADLINE
     /// reservation admitted in that cpuset's root domain (`crate::taskset`).
     pub cpusets: Vec<Option<PathBuf>>,
+    /// Records the threads' context switches and wake-ups (`pacer run --trace`): the threads
+    /// started with the run are added once they are set up, before their release; a thread a
+    /// `fork` starts adds itself before its first job; recording stops when every thread has
+    /// ended. The caller reads the records with [`SchedTracer::finish`](crate::sched_trace::SchedTracer::finish).
+    pub sched_trace: Option<Arc<crate::sched_trace::SchedTracer>>,
 }
 
 impl Default for RunConfig {
@@ -124,6 +129,7 @@ impl Default for RunConfig {
             ftrace: None,
             tracefs: None,
             cpusets: Vec::new(),
+            sched_trace: None,
         }
     }
 }
@@ -263,6 +269,9 @@ pub enum RunError {
     /// The `memrun` buffers cannot be built (too large for this machine, malformed).
     #[error("{0}")]
     MemRun(String),
+    /// The scheduler trace could not follow the run's threads ([`RunConfig::sched_trace`]).
+    #[error("recording the scheduler trace: {0}")]
+    Trace(#[from] crate::trace::TraceError),
 }
 
 impl RunError {
@@ -541,9 +550,10 @@ fn execute(
         extras,
         taskgroups: groups.as_ref().map(|g| g.hierarchy().clone()),
         cpusets: cfg.cpusets.clone(),
+        sched_trace: cfg.sched_trace.clone(),
     });
     let outbox = Outbox::<Msg>::new(cfg.channel_capacity);
-    let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<(), RunError>)>();
+    let (ready_tx, ready_rx) = mpsc::channel::<(usize, Result<u32, RunError>)>();
     let open_gate = |g: Gate| {
         *shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = g;
         shared.gate_cv.notify_all();
@@ -578,9 +588,13 @@ fn execute(
     // closes its sender, which ends the wait.
     let mut setup_errors: Vec<(usize, RunError)> = Vec::new();
     let mut reported = 0;
+    let mut tids = Vec::with_capacity(n);
     while reported < n {
         match ready_rx.recv() {
-            Ok((_, Ok(()))) => reported += 1,
+            Ok((_, Ok(tid))) => {
+                tids.push(tid);
+                reported += 1;
+            }
             Ok((i, Err(e))) => {
                 setup_errors.push((i, e));
                 reported += 1;
@@ -621,6 +635,15 @@ fn execute(
         None => None,
     };
 
+    // The threads wait at the gate: traced from here on, and the trace's reader thread starts
+    // here, so that it inherits the writer's CPUs and policy.
+    if let Some(tracer) = &cfg.sched_trace {
+        if let Err(e) = tracer.add(&tids) {
+            open_gate(Gate::Abort);
+            join_all(handles);
+            return Err(RunError::Trace(e));
+        }
+    }
     let t0 = sys::now_ns() + START_LEAD_NS;
     shared.markers.clock_ref(self::log::us(t0));
     let horizon = cfg.duration.map(|d| t0.saturating_add(d.ns()));
@@ -714,6 +737,12 @@ fn execute(
         }
         all_names.push(f.name);
         results.push(f.handle.join().ok());
+    }
+    if let Some(tracer) = &cfg.sched_trace {
+        // Every traced thread has ended.
+        if let Err(e) = tracer.stop() {
+            warnings.push(format!("stopping the scheduler trace: {e}"));
+        }
     }
     if let Some(g) = groups {
         if let Err(e) = g.teardown() {

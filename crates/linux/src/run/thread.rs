@@ -186,6 +186,8 @@ pub(crate) struct Shared {
     pub taskgroups: Option<crate::cgroup::taskgroup::CpuHierarchy>,
     /// The cpuset `tasks` file of each workload thread ([`super::RunConfig::cpusets`]).
     pub cpusets: Vec<Option<std::path::PathBuf>>,
+    /// The run's scheduler trace, which a forked thread joins before its first job.
+    pub sched_trace: Option<Arc<crate::sched_trace::SchedTracer>>,
 }
 
 impl Shared {
@@ -323,7 +325,7 @@ pub(crate) fn thread_main(
     workload: Arc<Workload>,
     shared: Arc<Shared>,
     tx: Sender<Msg>,
-    ready: mpsc::Sender<(usize, Result<(), RunError>)>,
+    ready: mpsc::Sender<(usize, Result<u32, RunError>)>,
     seed: u64,
 ) -> ThreadResult {
     let spec = &workload.threads[idx];
@@ -344,7 +346,7 @@ pub(crate) fn thread_main(
     let ((affinity, policy, group), local) = match setup {
         Ok(ok) => {
             result.applied = sched::get_policy(0).ok();
-            let _ = ready.send((id as usize, Ok(())));
+            let _ = ready.send((id as usize, Ok(result.tid)));
             ok
         }
         Err(e) => {
@@ -403,7 +405,11 @@ pub(crate) fn forked_main(
         let wss = WssBuffer::for_thread(spec)?;
         Ok((ok, (local, wss)))
     });
-    let (sched, local) = match setup {
+    let traced = match &shared.sched_trace {
+        Some(t) => t.add(&[result.tid]).map_err(RunError::Trace),
+        None => Ok(()),
+    };
+    let (sched, local) = match setup.and_then(|ok| traced.map(|()| ok)) {
         Ok(ok) => {
             result.applied = sched::get_policy(0).ok();
             ok

@@ -39,6 +39,17 @@
 //! them as track events. Throttling, replenishment and migrations are left out; the Chrome
 //! JSON trace ([`super::trace`]) shows them.
 //!
+//! # Kernel recordings
+//! The same encoder writes `pacer run --trace`, a recording of the real kernel
+//! ([`PerfettoTrace::for_kernel`]): there the caller passes the kernel's own pids, comms,
+//! priorities and raw `prev_state`s ([`PerfettoTrace::sched_switch`],
+//! [`PerfettoTrace::sched_waking`] with [`Task`]s), so tasks of other processes that appear as
+//! the other side of a switch (`swapper/N`, kworkers) keep their identity; it describes its
+//! process with [`PerfettoTrace::process`] and the kernel with [`PerfettoTrace::system_info`]
+//! (`system_info = 45`), from whose release trace_processor reads the meaning of `prev_state`'s
+//! bits; [`PerfettoTrace::job_slices`] adds the jobs measured by the run. Time stamps there are
+//! CLOCK_MONOTONIC ns as the kernel recorded them, not times from 0.
+//!
 //! The protobuf encoding is written by hand (varints and length-delimited fields, [`wire`])
 //! rather than with `prost`: five messages with a dozen scalar fields do not justify a
 //! dependency and its derive macros, and writing straight into reused byte buffers keeps the
@@ -49,6 +60,7 @@
 //! [`PerfettoTrace::finish`] writes what is left and reports the first I/O error (an observer
 //! cannot).
 
+use std::borrow::Cow;
 use std::io::{self, BufWriter, Write};
 
 use pacer_model::Policy;
@@ -80,6 +92,37 @@ pub fn kernel_prio(policy: &Policy) -> i32 {
     }
 }
 
+/// A task as the kernel's scheduling events name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Task<'a> {
+    pub pid: i32,
+    pub comm: &'a str,
+    /// The kernel's `prio` ([`kernel_prio`]).
+    pub prio: i32,
+}
+
+/// Encodes a `SchedSwitchFtraceEvent` into `s` (cleared first).
+fn put_switch(s: &mut Vec<u8>, prev: Task<'_>, prev_state: i64, next: Task<'_>) {
+    s.clear();
+    wire::put_str(s, 1, prev.comm);
+    wire::put_int(s, 2, i64::from(prev.pid));
+    wire::put_int(s, 3, i64::from(prev.prio));
+    wire::put_int(s, 4, prev_state);
+    wire::put_str(s, 5, next.comm);
+    wire::put_int(s, 6, i64::from(next.pid));
+    wire::put_int(s, 7, i64::from(next.prio));
+}
+
+/// Encodes a `SchedWakingFtraceEvent` into `s` (cleared first).
+fn put_waking(s: &mut Vec<u8>, woken: Task<'_>, target_cpu: i32) {
+    s.clear();
+    wire::put_str(s, 1, woken.comm);
+    wire::put_int(s, 2, i64::from(woken.pid));
+    wire::put_int(s, 3, i64::from(woken.prio));
+    wire::put_int(s, 4, 1);
+    wire::put_int(s, 5, i64::from(target_cpu));
+}
+
 // Field numbers, from the protos named in the module documentation.
 const TRACE_PACKET: u32 = 1;
 const PACKET_TRACK_EVENT: u32 = 11;
@@ -100,6 +143,12 @@ const PACKET_FTRACE_EVENTS: u32 = 1;
 const PACKET_PROCESS_TREE: u32 = 2;
 const PACKET_TIMESTAMP: u32 = 8;
 const PACKET_SEQUENCE_ID: u32 = 10;
+const PACKET_SYSTEM_INFO: u32 = 45;
+const SYSTEM_INFO_UTSNAME: u32 = 1;
+const UTSNAME_SYSNAME: u32 = 1;
+const UTSNAME_VERSION: u32 = 2;
+const UTSNAME_RELEASE: u32 = 3;
+const UTSNAME_MACHINE: u32 = 4;
 const BUNDLE_CPU: u32 = 1;
 const BUNDLE_EVENT: u32 = 2;
 const EVENT_TIMESTAMP: u32 = 1;
@@ -159,7 +208,22 @@ impl<W: Write> PerfettoTrace<W> {
     /// `names`, and writes their process tree. Threads and CPUs beyond these are added when
     /// they first appear.
     pub fn new(writer: W, names: Vec<String>, cpus: u32) -> Self {
-        let mut this = PerfettoTrace {
+        let mut this = Self::bare(writer, names, cpus);
+        this.describe_threads(true);
+        this
+    }
+
+    /// Starts a trace of a kernel recording on `writer` for `cpus` CPUs (more are added as they
+    /// appear): nothing is written until the caller describes its processes
+    /// ([`process`](Self::process)) and events ([`sched_switch`](Self::sched_switch),
+    /// [`sched_waking`](Self::sched_waking)) with the kernel's own pids, comms and priorities.
+    /// The [`Observer`] methods are not meant for such a trace.
+    pub fn for_kernel(writer: W, cpus: u32) -> Self {
+        Self::bare(writer, Vec::new(), cpus)
+    }
+
+    fn bare(writer: W, names: Vec<String>, cpus: u32) -> Self {
+        PerfettoTrace {
             out: BufWriter::with_capacity(64 * 1024, StopOnError::new(writer)),
             names,
             prios: Vec::new(),
@@ -172,9 +236,7 @@ impl<W: Write> PerfettoTrace<W> {
             inner: Vec::with_capacity(256),
             packet: Vec::with_capacity(BUNDLE_BYTES + 64),
             error: None,
-        };
-        this.describe_threads(true);
-        this
+        }
     }
 
     /// Gives the threads' kernel priorities (see [`kernel_prio`]), in thread-id order; threads
@@ -201,6 +263,93 @@ impl<W: Write> PerfettoTrace<W> {
     pub fn with_job_slices(mut self) -> Self {
         self.jobs = Some(Vec::new());
         self
+    }
+
+    /// Describes a process of a kernel recording at time `t`: `(pid, ppid, cmdline)` and its
+    /// threads as `(tid, name)`, so that trace_processor groups them and names them as given
+    /// rather than by their 15-byte comms.
+    pub fn process(&mut self, t: u64, process: (i32, i32, &str), threads: &[(i32, &str)]) {
+        let pid = process.0;
+        self.write_tree(
+            t,
+            Some(process),
+            threads.iter().map(|&(tid, name)| (tid, name, pid)),
+        );
+    }
+
+    /// Writes a `system_info = 45` packet (`system_info.proto`: `utsname = 1`, a `Utsname` with
+    /// `sysname = 1`, `version = 2`, `release = 3`, `machine = 4`): trace_processor reads the
+    /// meaning of `prev_state`'s bits from the kernel release.
+    pub fn system_info(&mut self, sysname: &str, version: &str, release: &str, machine: &str) {
+        let u = &mut self.inner;
+        u.clear();
+        wire::put_str(u, UTSNAME_SYSNAME, sysname);
+        wire::put_str(u, UTSNAME_VERSION, version);
+        wire::put_str(u, UTSNAME_RELEASE, release);
+        wire::put_str(u, UTSNAME_MACHINE, machine);
+        let i = &mut self.event;
+        i.clear();
+        wire::put_bytes(i, SYSTEM_INFO_UTSNAME, u);
+        let p = &mut self.packet;
+        p.clear();
+        wire::put_bytes(p, PACKET_SYSTEM_INFO, i);
+        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
+    }
+
+    /// A kernel `sched_switch` on `cpu` at `t` (ns): `prev` leaves in `prev_state` (the
+    /// kernel's raw value), `next` runs. The event's `pid` is `prev`'s, as in the kernel.
+    /// A CPU's events must come in time order; an earlier one is put at its CPU's latest time.
+    pub fn sched_switch(&mut self, t: u64, cpu: u32, prev: Task<'_>, prev_state: i64, next: Task<'_>) {
+        let i = self.ensure_cpu(cpu);
+        put_switch(&mut self.inner, prev, prev_state, next);
+        self.push_event(i, t, prev.pid, EVENT_SCHED_SWITCH);
+    }
+
+    /// A kernel `sched_waking` recorded on `cpu` at `t` (ns) while `waker_pid` was current
+    /// there: `woken` is being woken towards `target_cpu`.
+    pub fn sched_waking(&mut self, t: u64, cpu: u32, waker_pid: i32, woken: Task<'_>, target_cpu: i32) {
+        let i = self.ensure_cpu(cpu);
+        put_waking(&mut self.inner, woken, target_cpu);
+        self.push_event(i, t, waker_pid, EVENT_SCHED_WAKING);
+    }
+
+    /// Job `r` as slices on thread `tid` of process `pid` (as [`with_job_slices`]
+    /// (Self::with_job_slices) describes), its times shifted by `origin_ns` (a kernel
+    /// recording's job records count from the run's origin). Written whether or not
+    /// `with_job_slices` was called; `r.thread` keys the thread's track.
+    pub fn job_slices(&mut self, r: &JobRecord, pid: i32, tid: i32, origin_ns: u64) {
+        let jobs = self.jobs.get_or_insert_with(Vec::new);
+        let i = r.thread as usize;
+        if jobs.len() <= i {
+            jobs.resize(i + 1, (false, 0));
+        }
+        let (release, finish) = (r.release + origin_ns, r.finish + origin_ns);
+        let (described, last_finish) = jobs[i];
+        let start = release.max(last_finish);
+        jobs[i] = (true, last_finish.max(finish));
+        let uuid = THREAD_TRACK_UUID + u64::from(r.thread);
+        if !described {
+            let d = &mut self.inner;
+            d.clear();
+            wire::put_int(d, THREAD_DESC_PID, i64::from(pid));
+            wire::put_int(d, THREAD_DESC_TID, i64::from(tid));
+            let t = &mut self.event;
+            t.clear();
+            wire::put_uint(t, TRACK_UUID, uuid);
+            wire::put_bytes(t, TRACK_THREAD, d);
+            let p = &mut self.packet;
+            p.clear();
+            wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, t);
+            wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+            self.write_packet();
+        }
+        let name = format!("job {}", r.job);
+        self.track_event(start, uuid, TYPE_SLICE_BEGIN, Some(&name));
+        self.track_event(finish.max(start), uuid, TYPE_SLICE_END, None);
+        if r.missed() {
+            self.track_event(r.deadline + origin_ns, uuid, TYPE_INSTANT, Some("deadline miss"));
+        }
     }
 
     /// The first I/O error met so far, if any (writing stopped there).
@@ -232,12 +381,46 @@ impl<W: Write> PerfettoTrace<W> {
         thread.map_or(0, thread_tid)
     }
 
-    /// Appends `thread`'s comm (the idle task's on `cpu` for `None`) as field `field` of `buf`.
-    fn put_comm(names: &[String], buf: &mut Vec<u8>, field: u32, thread: Option<ThreadId>, cpu: u32) {
+    /// `thread`'s comm, or the idle task's of `cpu` for `None`.
+    fn comm(names: &[String], thread: Option<ThreadId>, cpu: u32) -> Cow<'_, str> {
         match thread {
-            Some(t) => wire::put_str(buf, field, &thread_name(names, t)),
-            None => wire::put_str(buf, field, &format!("swapper/{cpu}")),
+            Some(t) => thread_name(names, t),
+            None => Cow::Owned(format!("swapper/{cpu}")),
         }
+    }
+
+    /// Writes a process tree packet at time `t`: process `(pid, ppid, cmdline)` if given, and
+    /// `threads` as `(tid, name, tgid)`.
+    fn write_tree<'n>(
+        &mut self,
+        t: u64,
+        process: Option<(i32, i32, &str)>,
+        threads: impl Iterator<Item = (i32, &'n str, i32)>,
+    ) {
+        let tree = &mut self.event;
+        tree.clear();
+        if let Some((pid, ppid, cmdline)) = process {
+            let p = &mut self.inner;
+            p.clear();
+            wire::put_int(p, PROCESS_PID_FIELD, i64::from(pid));
+            wire::put_int(p, PROCESS_PPID, i64::from(ppid));
+            wire::put_str(p, PROCESS_CMDLINE, cmdline);
+            wire::put_bytes(tree, TREE_PROCESSES, p);
+        }
+        for (tid, name, tgid) in threads {
+            let th = &mut self.inner;
+            th.clear();
+            wire::put_int(th, THREAD_TID, i64::from(tid));
+            wire::put_str(th, THREAD_NAME, name);
+            wire::put_int(th, THREAD_TGID, i64::from(tgid));
+            wire::put_bytes(tree, TREE_THREADS, th);
+        }
+        let packet = &mut self.packet;
+        packet.clear();
+        wire::put_uint(packet, PACKET_TIMESTAMP, t);
+        wire::put_bytes(packet, PACKET_PROCESS_TREE, tree);
+        wire::put_uint(packet, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
     }
 
     /// Writes a process tree holding the process (if `process`) and the threads not described
@@ -246,31 +429,17 @@ impl<W: Write> PerfettoTrace<W> {
         if self.described >= self.names.len() && !process {
             return;
         }
-        let tree = &mut self.event;
-        tree.clear();
-        if process {
-            let p = &mut self.inner;
-            p.clear();
-            wire::put_int(p, PROCESS_PID_FIELD, i64::from(PROCESS_PID));
-            wire::put_int(p, PROCESS_PPID, 1);
-            wire::put_str(p, PROCESS_CMDLINE, "pacer-sim");
-            wire::put_bytes(tree, TREE_PROCESSES, p);
-        }
-        for t in self.described..self.names.len() {
-            let th = &mut self.inner;
-            th.clear();
-            wire::put_int(th, THREAD_TID, i64::from(thread_tid(t as ThreadId)));
-            wire::put_str(th, THREAD_NAME, &self.names[t]);
-            wire::put_int(th, THREAD_TGID, i64::from(PROCESS_PID));
-            wire::put_bytes(tree, TREE_THREADS, th);
-        }
-        self.described = self.names.len();
-        let packet = &mut self.packet;
-        packet.clear();
-        wire::put_uint(packet, PACKET_TIMESTAMP, self.now);
-        wire::put_bytes(packet, PACKET_PROCESS_TREE, tree);
-        wire::put_uint(packet, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-        self.write_packet();
+        // Taken out for the call (the tree writer borrows the scratch buffers), put back after.
+        let names = std::mem::take(&mut self.names);
+        let threads = (self.described..names.len())
+            .map(|t| (thread_tid(t as ThreadId), names[t].as_str(), PROCESS_PID));
+        self.write_tree(
+            self.now,
+            process.then_some((PROCESS_PID, 1, "pacer-sim")),
+            threads,
+        );
+        self.described = names.len();
+        self.names = names;
     }
 
     /// Names threads up to `thread` that appeared without a name (`t<N>`, as the other outputs
@@ -290,9 +459,9 @@ impl<W: Write> PerfettoTrace<W> {
         cpu as usize
     }
 
-    /// Adds the event whose payload (field `kind`) is in `self.inner` to `cpu`'s bundle,
-    /// writing the bundle if it is full.
-    fn push_event(&mut self, cpu: usize, t: u64, kind: u32) {
+    /// Adds the event whose payload (field `kind`) is in `self.inner`, recorded while `pid` was
+    /// current on `cpu`, to `cpu`'s bundle, writing the bundle if it is full.
+    fn push_event(&mut self, cpu: usize, t: u64, pid: i32, kind: u32) {
         self.now = self.now.max(t);
         let c = &mut self.cpus[cpu];
         // Events reach the observer in time order; the clamp guards the bundle's order anyway.
@@ -301,7 +470,7 @@ impl<W: Write> PerfettoTrace<W> {
         let ev = &mut self.event;
         ev.clear();
         wire::put_uint(ev, EVENT_TIMESTAMP, ts);
-        wire::put_uint(ev, EVENT_PID, Self::pid(c.current) as u64);
+        wire::put_int(ev, EVENT_PID, i64::from(pid));
         wire::put_bytes(ev, kind, &self.inner);
         wire::put_bytes(&mut c.pending, BUNDLE_EVENT, ev);
         if c.pending.len() >= BUNDLE_BYTES {
@@ -372,17 +541,26 @@ impl<W: Write> PerfettoTrace<W> {
             (_, PrevState::Dead) => TASK_DEAD,
         };
         let (prev_prio, next_prio) = (self.prio(prev), self.prio(next));
-        let s = &mut self.inner;
-        s.clear();
-        Self::put_comm(&self.names, s, 1, prev, cpu);
-        wire::put_int(s, 2, i64::from(Self::pid(prev)));
-        wire::put_int(s, 3, i64::from(prev_prio));
-        wire::put_int(s, 4, state);
-        Self::put_comm(&self.names, s, 5, next, cpu);
-        wire::put_int(s, 6, i64::from(Self::pid(next)));
-        wire::put_int(s, 7, i64::from(next_prio));
+        let (prev_comm, next_comm) = (
+            Self::comm(&self.names, prev, cpu),
+            Self::comm(&self.names, next, cpu),
+        );
+        put_switch(
+            &mut self.inner,
+            Task {
+                pid: Self::pid(prev),
+                comm: &prev_comm,
+                prio: prev_prio,
+            },
+            state,
+            Task {
+                pid: Self::pid(next),
+                comm: &next_comm,
+                prio: next_prio,
+            },
+        );
         // The event belongs to the task switched out (its `pid`), so `current` changes after.
-        self.push_event(i, t, EVENT_SCHED_SWITCH);
+        self.push_event(i, t, Self::pid(prev), EVENT_SCHED_SWITCH);
         self.cpus[i].current = next;
     }
 
@@ -390,14 +568,18 @@ impl<W: Write> PerfettoTrace<W> {
         let i = self.ensure_cpu(cpu);
         self.ensure_thread(thread);
         let prio = self.prio(Some(thread));
-        let s = &mut self.inner;
-        s.clear();
-        Self::put_comm(&self.names, s, 1, Some(thread), cpu);
-        wire::put_int(s, 2, i64::from(thread_tid(thread)));
-        wire::put_int(s, 3, i64::from(prio));
-        wire::put_int(s, 4, 1);
-        wire::put_int(s, 5, i64::from(cpu));
-        self.push_event(i, t, EVENT_SCHED_WAKING);
+        let comm = thread_name(&self.names, thread);
+        put_waking(
+            &mut self.inner,
+            Task {
+                pid: thread_tid(thread),
+                comm: &comm,
+                prio,
+            },
+            cpu as i32,
+        );
+        let waker = Self::pid(self.cpus[i].current);
+        self.push_event(i, t, waker, EVENT_SCHED_WAKING);
     }
 
     fn frequency(&mut self, t: u64, cluster: u32, khz: u32) {
@@ -411,7 +593,8 @@ impl<W: Write> PerfettoTrace<W> {
             s.clear();
             wire::put_uint(s, 1, u64::from(khz));
             wire::put_uint(s, 2, u64::from(cpu));
-            self.push_event(i, t, EVENT_CPU_FREQUENCY);
+            let current = Self::pid(self.cpus[i].current);
+            self.push_event(i, t, current, EVENT_CPU_FREQUENCY);
         }
     }
 }
@@ -435,39 +618,11 @@ impl<W: Write> Observer for PerfettoTrace<W> {
     }
 
     fn job(&mut self, r: &JobRecord) {
-        let Some(jobs) = self.jobs.as_mut() else {
+        if self.jobs.is_none() {
             return;
-        };
-        let i = r.thread as usize;
-        if jobs.len() <= i {
-            jobs.resize(i + 1, (false, 0));
         }
-        let (described, last_finish) = jobs[i];
-        let start = r.release.max(last_finish);
-        jobs[i] = (true, last_finish.max(r.finish));
-        let uuid = THREAD_TRACK_UUID + u64::from(r.thread);
-        if !described {
-            self.ensure_thread(r.thread);
-            let d = &mut self.inner;
-            d.clear();
-            wire::put_int(d, THREAD_DESC_PID, i64::from(PROCESS_PID));
-            wire::put_int(d, THREAD_DESC_TID, i64::from(thread_tid(r.thread)));
-            let t = &mut self.event;
-            t.clear();
-            wire::put_uint(t, TRACK_UUID, uuid);
-            wire::put_bytes(t, TRACK_THREAD, d);
-            let p = &mut self.packet;
-            p.clear();
-            wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, t);
-            wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-            self.write_packet();
-        }
-        let name = format!("job {}", r.job);
-        self.track_event(start, uuid, TYPE_SLICE_BEGIN, Some(&name));
-        self.track_event(r.finish.max(start), uuid, TYPE_SLICE_END, None);
-        if r.missed() {
-            self.track_event(r.deadline, uuid, TYPE_INSTANT, Some("deadline miss"));
-        }
+        self.ensure_thread(r.thread);
+        self.job_slices(r, PROCESS_PID, thread_tid(r.thread), 0);
     }
 
     fn event(&mut self, e: &TraceEvent) {
