@@ -339,9 +339,11 @@ struct EventColumns {
     until: Vec<Option<u64>>,
     from_cpu: Vec<Option<u32>>,
     khz: Vec<Option<u32>>,
+    runtime: Vec<Option<u64>>,
+    period: Vec<Option<u64>>,
 }
 
-const EVENT_KINDS: [&str; 8] = [
+const EVENT_KINDS: [&str; 9] = [
     "switch",
     "wakeup",
     "release",
@@ -350,6 +352,7 @@ const EVENT_KINDS: [&str; 8] = [
     "replenish",
     "migrate",
     "frequency",
+    "reservation",
 ];
 const PREV_STATES: [&str; 3] = ["runnable", "sleeping", "dead"];
 
@@ -438,6 +441,21 @@ impl EventColumns {
                     ..row
                 }
             }
+            TraceEvent::Reservation {
+                t,
+                thread,
+                runtime,
+                period,
+            } => {
+                row = EventRow {
+                    ts: t,
+                    kind: 8,
+                    thread: Some(thread),
+                    runtime: Some(runtime),
+                    period: Some(period),
+                    ..row
+                }
+            }
             TraceEvent::Frequency { t, cluster, khz } => {
                 // The cluster index goes in `cpu`'s place: a frequency belongs to a cluster.
                 row = EventRow {
@@ -460,6 +478,8 @@ impl EventColumns {
         self.until.push(row.until);
         self.from_cpu.push(row.from_cpu);
         self.khz.push(row.khz);
+        self.runtime.push(row.runtime);
+        self.period.push(row.period);
     }
 }
 
@@ -476,6 +496,8 @@ struct EventRow {
     until: Option<u64>,
     from_cpu: Option<u32>,
     khz: Option<u32>,
+    runtime: Option<u64>,
+    period: Option<u64>,
 }
 
 /// What a simulation keeps: job columns and event columns, each only when asked for.
@@ -899,6 +921,8 @@ fn events_table<'py>(
             ("until_ns", a.nullable(&e.until)?),
             ("from_cpu", a.nullable(&e.from_cpu)?),
             ("khz", a.nullable(&e.khz)?),
+            ("runtime_ns", a.nullable(&e.runtime)?),
+            ("period_ns", a.nullable(&e.period)?),
         ],
         meta,
     )

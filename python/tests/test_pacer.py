@@ -267,3 +267,20 @@ def test_perfetto_trace_decodes_with_perfetto_s_own_protos(tmp_path):
     for _, _, s in switches:
         assert s.next_pid == 0 or names[s.next_pid] == s.next_comm
         assert s.prev_state in (0, 1, 0x80)
+    # Each task's SCHED_DEADLINE reservation (C, T) is a "reserved bandwidth" counter at C/T.
+    counters = {
+        p.track_descriptor.uuid
+        for p in trace.packet
+        if p.HasField("track_descriptor") and p.track_descriptor.name == "reserved bandwidth"
+    }
+    assert len(counters) == len(ts)
+    values = sorted(
+        p.track_event.double_counter_value
+        for p in trace.packet
+        if p.HasField("track_event") and p.track_event.track_uuid in counters
+    )
+    expected = sorted(wcet / period for _, wcet, _, period, _ in ts.rows())
+    assert values == pytest.approx(expected, rel=1e-5)
+    # The event table has the same reservations.
+    res = [e for e in r.events.to_pylist() if e["kind"] == "reservation"]
+    assert sorted(e["runtime_ns"] / e["period_ns"] for e in res) == pytest.approx(expected, rel=1e-5)

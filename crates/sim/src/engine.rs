@@ -2384,6 +2384,14 @@ impl Sim {
         match th.state {
             State::NotStarted => {
                 th.t_first = self.now;
+                if let Policy::Deadline(r) = th.policy {
+                    self.trace(TraceEvent::Reservation {
+                        t: now,
+                        thread: t,
+                        runtime: r.runtime.ns(),
+                        period: r.period.ns(),
+                    });
+                }
                 self.start_job(t, self.now);
                 if self.tg.is_some() {
                     if let Some(step) = self.taskgroup_start(t) {
@@ -3897,6 +3905,18 @@ impl Sim {
         }
         let extra = self.root_domains[rd].change(old_bw, 0);
         self.adjust_extra(cpu, extra);
+        if old_bw > 0 || new_bw > 0 {
+            let (runtime, period) = match policy {
+                Policy::Deadline(r) => (r.runtime.ns(), r.period.ns()),
+                _ => (0, 0),
+            };
+            self.trace(TraceEvent::Reservation {
+                t: now,
+                thread: t,
+                runtime,
+                period,
+            });
+        }
         let th = &mut self.threads[ti];
         th.timer_gen += 1; // cancels the old entity's timers
         th.throttled = false;

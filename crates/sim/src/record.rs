@@ -47,6 +47,15 @@ pub enum TraceEvent {
     },
     /// A cluster's new frequency took effect.
     Frequency { t: u64, cluster: u32, khz: u32 },
+    /// A thread's SCHED_DEADLINE reservation: given when the thread starts under one, and at
+    /// every change (`sched_setattr`, e.g. by an adaptation controller); `runtime` and `period`
+    /// are 0 when it leaves SCHED_DEADLINE.
+    Reservation {
+        t: u64,
+        thread: ThreadId,
+        runtime: u64,
+        period: u64,
+    },
 }
 
 /// The state a thread leaves a CPU in, as the kernel's `sched_switch` reports it.

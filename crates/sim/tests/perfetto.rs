@@ -35,6 +35,10 @@ struct Decoded {
     tracks: BTreeMap<u64, u64>,
     /// Track events: (timestamp, type, track uuid, name).
     track_events: Vec<(u64, u64, u64, Option<String>)>,
+    /// Counter tracks: uuid → (parent track uuid, name).
+    counters: BTreeMap<u64, (u64, String)>,
+    /// Counter values: (timestamp, track uuid, value).
+    values: Vec<(u64, u64, f64)>,
 }
 
 fn msg(b: &[u8]) -> Vec<(u32, wire::Value<'_>)> {
@@ -61,16 +65,36 @@ fn decode(bytes: &[u8]) -> Decoded {
                     let int = |k| f.iter().find(|(n, _)| *n == k).and_then(|(_, v)| v.varint());
                     let name = f.iter().find(|(n, _)| *n == 23);
                     let name = name.map(|(_, v)| String::from_utf8(v.bytes().unwrap().to_vec()).unwrap());
-                    d.track_events
-                        .push((ts.expect("timestamp"), int(9).unwrap(), int(11).unwrap(), name));
+                    let (kind, uuid) = (int(9).unwrap(), int(11).unwrap());
+                    if kind == 4 {
+                        let value = f.iter().find(|(n, _)| *n == 44).map(|(_, v)| *v);
+                        let Some(wire::Value::Fixed64(bits)) = value else {
+                            panic!("a counter event without double_counter_value: {f:?}")
+                        };
+                        d.values
+                            .push((ts.expect("timestamp"), uuid, f64::from_bits(bits)));
+                    } else {
+                        d.track_events.push((ts.expect("timestamp"), kind, uuid, name));
+                    }
                 }
                 60 => {
                     let f = msg(v.bytes().unwrap());
                     let uuid = f.iter().find(|(n, _)| *n == 1).and_then(|(_, v)| v.varint());
-                    let thread = f.iter().find(|(n, _)| *n == 4).unwrap().1.bytes().unwrap();
-                    let t = msg(thread);
-                    let tid = t.iter().find(|(n, _)| *n == 2).and_then(|(_, v)| v.varint());
-                    d.tracks.insert(uuid.unwrap(), tid.unwrap());
+                    if f.iter().any(|(n, _)| *n == 8) {
+                        let parent = f.iter().find(|(n, _)| *n == 5).and_then(|(_, v)| v.varint());
+                        let name = f.iter().find(|(n, _)| *n == 2).unwrap().1.bytes().unwrap();
+                        let name = String::from_utf8(name.to_vec()).unwrap();
+                        d.counters
+                            .insert(uuid.unwrap(), (parent.expect("parent_uuid"), name));
+                    } else {
+                        let thread = f.iter().find(|(n, _)| *n == 4).unwrap().1.bytes().unwrap();
+                        let t = msg(thread);
+                        let tid = t.iter().find(|(n, _)| *n == 2).and_then(|(_, v)| v.varint());
+                        assert!(
+                            d.tracks.insert(uuid.unwrap(), tid.unwrap()).is_none(),
+                            "a thread track described twice"
+                        );
+                    }
                 }
                 8 | 10 => {}
                 other => panic!("unexpected packet field {other}"),
@@ -411,4 +435,101 @@ fn job_slices_are_track_events_on_the_threads_tracks() {
         }
     }
     assert!(d.track_events.iter().all(|e| d.tracks.contains_key(&e.2)));
+}
+
+/// The reserved-bandwidth counter follows the reservations an adaptation controller makes, and
+/// job slices come with a used-bandwidth counter per job: what an adaptive reservation is judged
+/// by, on the thread's own track.
+#[test]
+fn reserved_and_used_bandwidth_are_counters_on_the_thread() {
+    use pacer_adapt::controller::{LegacyConfig, LegacyController, ThreadOptions};
+    use pacer_model::{Duration, Policy};
+    use pacer_workload::{Event as WEvent, Phase, ThreadSpec, TimerId, TimerMode, Work, Workload};
+
+    let period = 20 * MS;
+    let video = ThreadSpec {
+        name: "video".into(),
+        policy: Policy::Other { nice: 0 },
+        // 150 jobs of 4 ms, then 8 ms: the controller reserves, then follows the step.
+        phases: [(150, 4), (250, 8)]
+            .into_iter()
+            .map(|(loops, ms)| {
+                Phase::new(
+                    loops,
+                    vec![
+                        WEvent::Run {
+                            work: Work::Fixed {
+                                ns: Duration(ms * MS),
+                            },
+                        },
+                        WEvent::Timer {
+                            timer: TimerId(0),
+                            period: Duration(period),
+                            mode: TimerMode::Absolute,
+                        },
+                    ],
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let w = Workload {
+        threads: vec![video],
+        ..Default::default()
+    };
+    let mut sim = Sim::new(w, SimConfig::new(1)).unwrap();
+    let mut lc = LegacyController::new(LegacyConfig::default()).unwrap();
+    lc.add_thread(0, ThreadOptions::default()).unwrap();
+    sim.add_controller(Box::new(lc));
+    let mut trace = PerfettoTrace::new(Vec::new(), sim.thread_names(), 1).with_job_slices();
+    let mut jobs = 0u64;
+    struct Count<'a>(&'a mut u64);
+    impl Observer for Count<'_> {
+        fn job(&mut self, _: &pacer_sim::JobRecord) {
+            *self.0 += 1;
+        }
+    }
+    sim.run_until(8_000 * MS, &mut Fanout(vec![&mut trace, &mut Count(&mut jobs)]));
+    let d = decode(&trace.finish().unwrap());
+    let Policy::Deadline(r) = sim.policy_of(0).unwrap() else {
+        panic!("the controller reserved nothing in 8 s")
+    };
+    let thread_track = *d
+        .tracks
+        .iter()
+        .find(|(_, &tid)| tid == thread_tid(0) as u64)
+        .unwrap()
+        .0;
+    let find = |name: &str| {
+        let (&uuid, (parent, _)) = d.counters.iter().find(|(_, (_, n))| n == name).unwrap();
+        assert_eq!(*parent, thread_track, "{name} hangs from the thread's track");
+        d.values
+            .iter()
+            .filter(|v| v.1 == uuid)
+            .map(|v| (v.0, v.2))
+            .collect::<Vec<_>>()
+    };
+    let reserved = find("reserved bandwidth");
+    let used = find("used bandwidth");
+    eprintln!(
+        "reserved bandwidth: {} values, last {:.4} ({} / {}); used: {} values",
+        reserved.len(),
+        reserved.last().unwrap().1,
+        r.runtime,
+        r.period,
+        used.len()
+    );
+    assert!(reserved.len() >= 2, "{reserved:?}");
+    let last = reserved.last().unwrap().1;
+    assert!((last - r.runtime.ns() as f64 / r.period.ns() as f64).abs() < 1e-12);
+    assert!(reserved.windows(2).all(|w| w[0].0 <= w[1].0));
+    assert_eq!(used.len() as u64, jobs);
+    // 4 ms, then 8 ms of work every 20 ms.
+    let near = |u: f64, x: f64| (u - x).abs() < 1e-9;
+    assert!(
+        used.iter().all(|&(_, u)| near(u, 0.2) || near(u, 0.4)),
+        "{:?}",
+        &used[..3]
+    );
+    assert_eq!(used.iter().filter(|&&(_, u)| near(u, 0.2)).count(), 150);
 }

@@ -36,7 +36,10 @@
 //! could no longer be matched with the workload.
 //!
 //! Jobs and deadline misses have no ftrace counterpart; [`PerfettoTrace::with_job_slices`] adds
-//! them as track events. Throttling, replenishment and migrations are left out; the Chrome
+//! them as track events, with a "used bandwidth" counter (each job's CPU time over its period).
+//! A SCHED_DEADLINE thread's "reserved bandwidth" counter (runtime / period, at its start and at
+//! every change an adaptation controller makes, [`TraceEvent::Reservation`]) is always written:
+//! both are counter tracks under the thread's own track. Throttling, replenishment and migrations are left out; the Chrome
 //! JSON trace ([`super::trace`]) shows them.
 //!
 //! # Kernel recordings
@@ -139,6 +142,19 @@ const TYPE_SLICE_END: u64 = 2;
 const TYPE_INSTANT: u64 = 3;
 /// uuid of thread `t`'s track is this plus `t`.
 const THREAD_TRACK_UUID: u64 = 1 << 32;
+/// uuid of thread `t`'s reserved-bandwidth counter track is this plus `t`.
+const RESERVED_TRACK_UUID: u64 = 2 << 32;
+/// uuid of thread `t`'s used-bandwidth counter track is this plus `t`.
+const USED_TRACK_UUID: u64 = 3 << 32;
+const TRACK_NAME: u32 = 2;
+const TRACK_PARENT_UUID: u32 = 5;
+const TRACK_COUNTER: u32 = 8;
+const TYPE_COUNTER: u64 = 4;
+const TRACK_EVENT_DOUBLE_COUNTER_VALUE: u32 = 44;
+/// Bits of [`PerfettoTrace::counters`]: which of a thread's tracks are described.
+const RESERVED: u8 = 1;
+const USED: u8 = 2;
+const TRACK: u8 = 4;
 const PACKET_FTRACE_EVENTS: u32 = 1;
 const PACKET_PROCESS_TREE: u32 = 2;
 const PACKET_TIMESTAMP: u32 = 8;
@@ -194,6 +210,8 @@ pub struct PerfettoTrace<W: Write> {
     /// Per thread, for job slices (if wanted): whether its track is described, and the finish
     /// of its latest job.
     jobs: Option<Vec<(bool, u64)>>,
+    /// Per thread, which of its tracks are described ([`TRACK`], [`RESERVED`], [`USED`]).
+    counters: Vec<u8>,
     /// Latest event time seen, for the packets describing forked threads.
     now: u64,
     /// Scratch buffers: the event being encoded, its payload, and the packet being framed.
@@ -231,6 +249,7 @@ impl<W: Write> PerfettoTrace<W> {
             clusters: Vec::new(),
             described: 0,
             jobs: None,
+            counters: Vec::new(),
             now: 0,
             event: Vec::with_capacity(256),
             inner: Vec::with_capacity(256),
@@ -260,6 +279,12 @@ impl<W: Write> PerfettoTrace<W> {
     /// `track_descriptor = 60` tracks (`track_event/track_descriptor.proto`: `uuid = 1`,
     /// `thread = 4`, a `ThreadDescriptor` with `pid = 1`, `tid = 2`), which the UI draws on
     /// the thread's own track, beside its states. Adds about two fifths to the size.
+    ///
+    /// Each job also sets a counter "used bandwidth" under its thread (the job's CPU time over
+    /// its period), beside the "reserved bandwidth" counter that SCHED_DEADLINE threads always
+    /// get (runtime / period, from [`TraceEvent::Reservation`]): `track_descriptor`s with
+    /// `parent_uuid = 5` (the thread's track), `name = 2` and `counter = 8`, and `track_event`s
+    /// of `type` 4 (`TYPE_COUNTER`) with `double_counter_value = 44`.
     pub fn with_job_slices(mut self) -> Self {
         self.jobs = Some(Vec::new());
         self
@@ -314,8 +339,8 @@ impl<W: Write> PerfettoTrace<W> {
         self.push_event(i, t, waker_pid, EVENT_SCHED_WAKING);
     }
 
-    /// Job `r` as slices on thread `tid` of process `pid` (as [`with_job_slices`]
-    /// (Self::with_job_slices) describes), its times shifted by `origin_ns` (a kernel
+    /// Job `r` as slices on thread `tid` of process `pid` (as
+    /// [`with_job_slices`](Self::with_job_slices) describes), its times shifted by `origin_ns` (a kernel
     /// recording's job records count from the run's origin). Written whether or not
     /// `with_job_slices` was called; `r.thread` keys the thread's track.
     pub fn job_slices(&mut self, r: &JobRecord, pid: i32, tid: i32, origin_ns: u64) {
@@ -330,19 +355,7 @@ impl<W: Write> PerfettoTrace<W> {
         jobs[i] = (true, last_finish.max(finish));
         let uuid = THREAD_TRACK_UUID + u64::from(r.thread);
         if !described {
-            let d = &mut self.inner;
-            d.clear();
-            wire::put_int(d, THREAD_DESC_PID, i64::from(pid));
-            wire::put_int(d, THREAD_DESC_TID, i64::from(tid));
-            let t = &mut self.event;
-            t.clear();
-            wire::put_uint(t, TRACK_UUID, uuid);
-            wire::put_bytes(t, TRACK_THREAD, d);
-            let p = &mut self.packet;
-            p.clear();
-            wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, t);
-            wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-            self.write_packet();
+            self.ensure_thread_track(r.thread, pid, tid);
         }
         let name = format!("job {}", r.job);
         self.track_event(start, uuid, TYPE_SLICE_BEGIN, Some(&name));
@@ -350,6 +363,96 @@ impl<W: Write> PerfettoTrace<W> {
         if r.missed() {
             self.track_event(r.deadline + origin_ns, uuid, TYPE_INSTANT, Some("deadline miss"));
         }
+        if r.period > 0 {
+            let used = r.exec as f64 / r.period as f64;
+            self.counter(r.thread, USED, finish, used, pid, tid);
+        }
+    }
+
+    /// Sets thread `thread`'s reserved-bandwidth counter (runtime / period; 0 outside
+    /// SCHED_DEADLINE) at `t`; `pid`/`tid` identify the thread in the trace.
+    pub fn reserved_bandwidth(
+        &mut self,
+        t: u64,
+        thread: ThreadId,
+        runtime: u64,
+        period: u64,
+        pid: i32,
+        tid: i32,
+    ) {
+        let bw = if period == 0 {
+            0.0
+        } else {
+            runtime as f64 / period as f64
+        };
+        self.counter(thread, RESERVED, t, bw, pid, tid);
+    }
+
+    /// Writes, once, the `track_descriptor` of thread `thread`'s own track (uuid
+    /// [`THREAD_TRACK_UUID`] + thread), which job slices and counters hang from.
+    fn ensure_thread_track(&mut self, thread: ThreadId, pid: i32, tid: i32) {
+        let i = thread as usize;
+        if self.counters.len() <= i {
+            self.counters.resize(i + 1, 0);
+        }
+        if self.counters[i] & TRACK != 0 {
+            return;
+        }
+        self.counters[i] |= TRACK;
+        let d = &mut self.inner;
+        d.clear();
+        wire::put_int(d, THREAD_DESC_PID, i64::from(pid));
+        wire::put_int(d, THREAD_DESC_TID, i64::from(tid));
+        let t = &mut self.event;
+        t.clear();
+        wire::put_uint(t, TRACK_UUID, THREAD_TRACK_UUID + u64::from(thread));
+        wire::put_bytes(t, TRACK_THREAD, d);
+        let p = &mut self.packet;
+        p.clear();
+        wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, t);
+        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
+    }
+
+    /// One value of a thread's counter `which` ([`RESERVED`] or [`USED`]), describing the
+    /// counter track (and the thread's track, its parent) the first time.
+    fn counter(&mut self, thread: ThreadId, which: u8, t: u64, value: f64, pid: i32, tid: i32) {
+        let i = thread as usize;
+        if self.counters.len() <= i {
+            self.counters.resize(i + 1, 0);
+        }
+        let (base, name) = if which == RESERVED {
+            (RESERVED_TRACK_UUID, "reserved bandwidth")
+        } else {
+            (USED_TRACK_UUID, "used bandwidth")
+        };
+        let uuid = base + u64::from(thread);
+        if self.counters[i] & which == 0 {
+            self.ensure_thread_track(thread, pid, tid);
+            self.counters[i] |= which;
+            let d = &mut self.event;
+            d.clear();
+            wire::put_uint(d, TRACK_UUID, uuid);
+            wire::put_str(d, TRACK_NAME, name);
+            wire::put_uint(d, TRACK_PARENT_UUID, THREAD_TRACK_UUID + u64::from(thread));
+            wire::put_bytes(d, TRACK_COUNTER, &[]);
+            let p = &mut self.packet;
+            p.clear();
+            wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, d);
+            wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+            self.write_packet();
+        }
+        let e = &mut self.event;
+        e.clear();
+        wire::put_uint(e, TRACK_EVENT_TYPE, TYPE_COUNTER);
+        wire::put_uint(e, TRACK_EVENT_TRACK_UUID, uuid);
+        wire::put_double(e, TRACK_EVENT_DOUBLE_COUNTER_VALUE, value);
+        let p = &mut self.packet;
+        p.clear();
+        wire::put_uint(p, PACKET_TIMESTAMP, t);
+        wire::put_bytes(p, PACKET_TRACK_EVENT, e);
+        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
     }
 
     /// The first I/O error met so far, if any (writing stopped there).
@@ -636,6 +739,15 @@ impl<W: Write> Observer for PerfettoTrace<W> {
             } => self.switch(t, cpu, next, prev_state),
             TraceEvent::Wakeup { t, thread, cpu } => self.waking(t, thread, cpu),
             TraceEvent::Frequency { t, cluster, khz } => self.frequency(t, cluster, khz),
+            TraceEvent::Reservation {
+                t,
+                thread,
+                runtime,
+                period,
+            } => {
+                self.ensure_thread(thread);
+                self.reserved_bandwidth(t, thread, runtime, period, PROCESS_PID, thread_tid(thread));
+            }
             TraceEvent::Release { .. }
             | TraceEvent::Finish { .. }
             | TraceEvent::Throttle { .. }
@@ -689,6 +801,12 @@ pub mod wire {
     pub fn put_bytes(buf: &mut Vec<u8>, field: u32, bytes: &[u8]) {
         put_len(buf, field, bytes.len());
         buf.extend_from_slice(bytes);
+    }
+
+    /// Appends field `field` as a `double` (wire type 1, little-endian IEEE 754).
+    pub fn put_double(buf: &mut Vec<u8>, field: u32, v: f64) {
+        put_varint(buf, u64::from(field) << 3 | FIXED64);
+        buf.extend_from_slice(&v.to_le_bytes());
     }
 
     /// Appends field `field` as a string.

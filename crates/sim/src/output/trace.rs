@@ -327,6 +327,26 @@ impl<W: Write> Observer for ChromeTrace<W> {
             TraceEvent::Migrate { t, thread, from, to } => {
                 self.instant(thread, t, "migrate", &format!("\"from\":{from},\"to\":{to}"));
             }
+            TraceEvent::Reservation {
+                t,
+                thread,
+                runtime,
+                period,
+            } => {
+                // A counter per thread in the tasks process: runtime / period.
+                self.ensure_thread(thread);
+                let bw = if period == 0 {
+                    0.0
+                } else {
+                    runtime as f64 / period as f64
+                };
+                self.begin_event("C", TASKS_PID, 1, t);
+                self.line.push_str(",\"name\":");
+                let name = format!("reserved bandwidth {}", thread_name(&self.names, thread));
+                push_json_str(&mut self.line, &name);
+                let _ = write!(self.line, ",\"args\":{{\"bandwidth\":{bw}}}}}");
+                self.emit();
+            }
             TraceEvent::Frequency { t, cluster, khz } => {
                 // A counter track per cluster in the CPUs process.
                 self.begin_event("C", CPUS_PID, 1, t);
