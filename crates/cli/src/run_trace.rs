@@ -360,8 +360,12 @@ mod tests {
         assert_eq!(text(s, 5), "kworker/0:1");
         assert_eq!(field(s, 6).varint(), Some(31));
         assert_eq!(field(s, 7).varint(), Some(120));
-        // The job's slice is at its release and finish plus the origin.
-        assert_eq!(slices, vec![(5_000_000_000, 1), (5_000_900_000, 2)]);
+        // The job's slice is at its release and finish plus the origin, and its used-bandwidth
+        // counter (type 4) at the finish.
+        assert_eq!(
+            slices,
+            vec![(5_000_000_000, 1), (5_000_900_000, 2), (5_000_900_000, 4)]
+        );
     }
 
     #[test]

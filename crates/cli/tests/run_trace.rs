@@ -215,6 +215,23 @@ fn check_run(trace: &Path, report: &Json, jobs_csv: Option<&Path>) -> Trace {
             .any(|p| ours.contains(p));
         assert!(involved, "event on CPU {} at {} of kind {}", e.cpu, e.ts, e.kind);
     }
+    // The run's summary counts each thread's context switches with getrusage, from its start to
+    // its last measurement; the trace's switch-outs of the thread (all recorded; the switch-ins
+    // are not, on this VM) hold the same switches plus the thread's own edges: the gate before
+    // its first job, the demotion and the exit after its last (1 to 4 more per thread in 8
+    // runs here, 0 fewer).
+    let per_task = report["summary"]["per_task"].as_array().unwrap();
+    for task in per_task {
+        let name = task["name"].as_str().unwrap();
+        let Some(tid) = tids.get(name) else { continue };
+        let counted = task["switches"].as_u64().unwrap();
+        let outs = t.events.iter().filter(|e| e.prev_pid == Some(*tid)).count() as u64;
+        eprintln!("{name}: summary {counted} context switches, trace {outs} switch-outs");
+        assert!(
+            counted <= outs && outs <= counted + 6,
+            "{name}: the summary counts {counted} context switches, the trace {outs} switch-outs"
+        );
+    }
     if let Some(csv) = jobs_csv {
         let text = std::fs::read_to_string(csv).unwrap();
         // Per thread: its jobs, and those that began after a sleep (the first, and every one

@@ -156,12 +156,28 @@ fn trace_jobs_adds_track_events() {
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     assert_protobuf(&bytes, &summary);
-    let track_events = fields(&bytes)
-        .iter()
-        .filter(|(_, p)| fields(p.bytes().unwrap()).iter().any(|(n, _)| *n == 11))
-        .count() as u64;
-    // A begin and an end per finished job, no misses under G-EDF here.
-    assert_eq!(track_events, 2 * summary["summary"]["jobs"].as_u64().unwrap());
+    // Track events by type (`TrackEvent.type = 9`).
+    let mut by_type = std::collections::BTreeMap::<u64, u64>::new();
+    for (_, p) in fields(&bytes) {
+        for (n, e) in fields(p.bytes().unwrap()) {
+            if n == 11 {
+                let t = fields(e.bytes().unwrap())
+                    .iter()
+                    .find(|(n, _)| *n == 9)
+                    .and_then(|(_, v)| v.varint())
+                    .unwrap();
+                *by_type.entry(t).or_default() += 1;
+            }
+        }
+    }
+    let jobs = summary["summary"]["jobs"].as_u64().unwrap();
+    let tasks = summary["summary"]["tasks"].as_u64().unwrap();
+    // A begin and an end per finished job, no misses under G-EDF here; counters: each job's
+    // used bandwidth, and each task's reservation (SCHED_DEADLINE under G-EDF) at its start.
+    assert_eq!(by_type.get(&1), Some(&jobs));
+    assert_eq!(by_type.get(&2), Some(&jobs));
+    assert_eq!(by_type.get(&3), None);
+    assert_eq!(by_type.get(&4), Some(&(jobs + tasks)));
     assert!(bytes.len() > plain.len());
 }
 
