@@ -403,7 +403,15 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
             trace,
         )?,
         None => run_loop(
-            start_session(pidfd, cfg, args.control.rt_priority)?,
+            {
+                let s = start_session(pidfd, cfg, args.control.rt_priority)?;
+                // The trace shows the reservations pacer applies as reserved bandwidth.
+                if trace.is_some() {
+                    s.with_reservation_log()
+                } else {
+                    s
+                }
+            },
             &sigs,
             &args.control,
             &label,
@@ -495,11 +503,19 @@ trait Controlled {
     fn pidfd(&self) -> &procfs::Pidfd;
     fn alive(&self) -> bool;
     fn release(&mut self) -> control::ReleaseReport;
+    /// The reservations applied so far, for `--trace` (none where pacer does not apply them
+    /// itself: a daemon's session).
+    fn take_reservations(&mut self) -> Vec<pacer_linux::kernel::ReservationChange> {
+        Vec::new()
+    }
 }
 
 impl Controlled for Session {
     fn tick(&mut self) {
         Session::tick(self)
+    }
+    fn take_reservations(&mut self) -> Vec<pacer_linux::kernel::ReservationChange> {
+        Session::take_reservations(self)
     }
     fn take_notices(&mut self) -> Vec<String> {
         Session::take_notices(self)
@@ -723,8 +739,9 @@ fn run_loop<S: Controlled>(
     };
     let last = session.status();
     let report = session.release();
+    let reservations = session.take_reservations();
     // After the release: the threads have their policies back whatever writing the trace does.
-    let trace = trace.map(ExecTrace::finish).transpose()?;
+    let trace = trace.map(|t| t.finish(&reservations)).transpose()?;
     let why = match &end {
         End::Exited(_) => "the program exited".to_string(),
         End::Signal(s) => format!("signal {s} received"),
@@ -857,7 +874,7 @@ impl ExecTrace {
     }
 
     /// Stops the recording, removes the tracefs instance, writes and commits the file.
-    fn finish(mut self) -> Result<ExecTraceInfo> {
+    fn finish(mut self, reservations: &[pacer_linux::kernel::ReservationChange]) -> Result<ExecTraceInfo> {
         let rec = self
             .tracer
             .finish()
@@ -887,6 +904,7 @@ impl ExecTrace {
             cpus,
             &[],
             0,
+            reservations,
         )
         .with_context(|| format!("{}: writing the trace", self.path.display()))?;
         if written.unrecorded_switch_ins > 0 {

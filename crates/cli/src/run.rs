@@ -589,6 +589,7 @@ fn write_trace(
         cpus,
         jobs,
         report.origin_ns,
+        &[],
     )
     .with_context(|| format!("{}: writing the trace", path.display()))?;
     if written.unrecorded_switch_ins > 0 {

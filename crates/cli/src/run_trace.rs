@@ -20,6 +20,7 @@
 
 use std::io::{self, Write};
 
+use pacer_linux::kernel::ReservationChange;
 use pacer_linux::sched_trace::{SchedEvent, SchedTrace};
 use pacer_sim::output::perfetto::{PerfettoTrace, Task};
 use pacer_workload::jobs::JobRecord;
@@ -68,10 +69,14 @@ pub struct Written {
     /// Switch-outs of a traced thread from a CPU on which its switch-in was not recorded (after
     /// its first event, which may find it running).
     pub unrecorded_switch_ins: u64,
+    /// Reservation changes written as reserved-bandwidth counter values (`pacer exec`).
+    pub reservations: u64,
 }
 
-/// Writes `trace` (and `jobs` as slices, their times from `origin_ns`) to `w` as a Perfetto
-/// trace; returns the writer and the counts.
+/// Writes `trace` (and `jobs` as slices, their times from `origin_ns`; `reservations` pacer
+/// applied as the threads' reserved-bandwidth counters) to `w` as a Perfetto trace; returns the
+/// writer and the counts.
+#[allow(clippy::too_many_arguments)]
 pub fn write_perfetto<W: Write>(
     w: W,
     trace: &SchedTrace,
@@ -80,6 +85,7 @@ pub fn write_perfetto<W: Write>(
     cpus: u32,
     jobs: &[JobRecord],
     origin_ns: u64,
+    reservations: &[ReservationChange],
 ) -> io::Result<(W, Written)> {
     let mut out = PerfettoTrace::for_kernel(w, cpus);
     out.system_info(&uname.sysname, &uname.version, &uname.release, &uname.machine);
@@ -156,6 +162,22 @@ pub fn write_perfetto<W: Write>(
             out.job_slices(j, process.pid, tid as i32, origin_ns);
             n.job_slices += 1;
         }
+    }
+    // A thread's counters hang from its track, keyed like its job slices by its index among
+    // the described threads; a reservation of a thread the trace does not describe is left out.
+    for r in reservations {
+        let Some(index) = process.threads.iter().position(|&(tid, _)| tid == r.tid) else {
+            continue;
+        };
+        out.reserved_bandwidth(
+            r.t_ns,
+            index as u32,
+            r.runtime_ns,
+            r.period_ns,
+            process.pid,
+            r.tid as i32,
+        );
+        n.reservations += 1;
     }
     Ok((out.finish()?, n))
 }
@@ -259,8 +281,23 @@ mod tests {
             migrations: 0,
             cpu: 0,
         };
-        let (bytes, n) =
-            write_perfetto(Vec::new(), &records(), &process, &uname, 2, &[job], 5_000_000_000).unwrap();
+        let (bytes, n) = write_perfetto(
+            Vec::new(),
+            &records(),
+            &process,
+            &uname,
+            2,
+            &[job],
+            5_000_000_000,
+            // pacer (exec) reserved 2 ms / 10 ms for the thread.
+            &[ReservationChange {
+                t_ns: 5_000_000_050,
+                tid: 4242,
+                runtime_ns: 2_000_000,
+                period_ns: 10_000_000,
+            }],
+        )
+        .unwrap();
         assert_eq!(
             n,
             Written {
@@ -268,6 +305,7 @@ mod tests {
                 wakings: 1,
                 job_slices: 1,
                 unrecorded_switch_ins: 0,
+                reservations: 1,
             }
         );
         let mut tree_threads = Vec::new();
@@ -360,11 +398,16 @@ mod tests {
         assert_eq!(text(s, 5), "kworker/0:1");
         assert_eq!(field(s, 6).varint(), Some(31));
         assert_eq!(field(s, 7).varint(), Some(120));
-        // The job's slice is at its release and finish plus the origin, and its used-bandwidth
-        // counter (type 4) at the finish.
+        // The job's slice is at its release and finish plus the origin, its used-bandwidth
+        // counter (type 4) at the finish, and the reserved-bandwidth counter at the change.
         assert_eq!(
             slices,
-            vec![(5_000_000_000, 1), (5_000_900_000, 2), (5_000_900_000, 4)]
+            vec![
+                (5_000_000_000, 1),
+                (5_000_900_000, 2),
+                (5_000_900_000, 4),
+                (5_000_000_050, 4)
+            ]
         );
     }
 
@@ -398,7 +441,7 @@ mod tests {
             threads: &[],
         };
         let uname = Uname::this_machine();
-        let (_, n) = write_perfetto(Vec::new(), &t, &process, &uname, 2, &[], 0).unwrap();
+        let (_, n) = write_perfetto(Vec::new(), &t, &process, &uname, 2, &[], 0, &[]).unwrap();
         assert_eq!(n.switches, 5);
         assert_eq!(
             n.unrecorded_switch_ins, 2,
@@ -423,7 +466,7 @@ mod tests {
             cmdline: "x",
             threads: &[],
         };
-        let r = write_perfetto(Full, &records(), &process, &Uname::this_machine(), 2, &[], 0);
+        let r = write_perfetto(Full, &records(), &process, &Uname::this_machine(), 2, &[], 0, &[]);
         assert_eq!(r.err().map(|e| e.kind()), Some(io::ErrorKind::StorageFull));
     }
 }

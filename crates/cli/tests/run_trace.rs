@@ -517,8 +517,43 @@ fn exec_traces_the_program_s_threads() {
     for (cpu, ts) in &t.per_cpu {
         assert!(ts.windows(2).all(|w| w[0] <= w[1]), "CPU {cpu} out of order");
     }
+    // The reservations pacer applied are the program's reserved-bandwidth counters: the
+    // controller reserves the 10 ms thread within the 2 s.
+    let reserved = counter_values(&std::fs::read(&trace).unwrap(), "reserved bandwidth");
+    eprintln!("reserved bandwidth values: {reserved:?}");
+    assert_eq!(Some(reserved.len() as u64), info["reservations"].as_u64());
+    assert!(
+        reserved.iter().any(|&v| v > 0.0 && v < 1.0),
+        "no reservation in the trace: {reserved:?}"
+    );
     let left = instances_of_dead_processes();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// The values of the counter tracks named `name` (`track_descriptor = 60` with `counter = 8`;
+/// `track_event = 11` of type 4 with `double_counter_value = 44`), in file order.
+fn counter_values(bytes: &[u8], name: &str) -> Vec<f64> {
+    let mut tracks = BTreeSet::new();
+    let mut values = Vec::new();
+    for (_, p) in fields(bytes) {
+        for (k, v) in fields(p.bytes().unwrap()) {
+            let Some(b) = v.bytes() else { continue };
+            let f = fields(b);
+            match k {
+                60 if f.iter().any(|(n, _)| *n == 8) && string(&f, 2).as_deref() == Some(name) => {
+                    tracks.insert(int(&f, 1).unwrap());
+                }
+                11 if int(&f, 9) == Some(4) && tracks.contains(&int(&f, 11).unwrap()) => {
+                    let Some((_, Value::Fixed64(bits))) = f.iter().find(|(n, _)| *n == 44) else {
+                        panic!("a counter value that is not a double")
+                    };
+                    values.push(f64::from_bits(*bits));
+                }
+                _ => {}
+            }
+        }
+    }
+    values
 }
 
 /// pacer's sched-trace instances of processes that are gone (the exec test's pacer has exited).

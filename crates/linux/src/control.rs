@@ -375,6 +375,19 @@ impl Session {
         })
     }
 
+    /// Logs every reservation the session applies, for [`Session::take_reservations`]
+    /// (`pacer exec --trace` shows them as the threads' reserved bandwidth).
+    pub fn with_reservation_log(mut self) -> Session {
+        self.kernel.log_reservations();
+        self
+    }
+
+    /// The reservations applied since the last call, oldest first (empty without
+    /// [`Session::with_reservation_log`]).
+    pub fn take_reservations(&mut self) -> Vec<crate::kernel::ReservationChange> {
+        self.kernel.take_reservations()
+    }
+
     /// How to start a new guardian if the current one dies. Without it a dead guardian makes the
     /// session give every thread back and stop ([`Session::fatal`]).
     pub fn with_guardian_respawn(mut self, f: GuardianFactory) -> Session {

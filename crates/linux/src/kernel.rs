@@ -42,6 +42,19 @@ pub struct LinuxKernel {
     /// Threads that changed their own policy while controlled, with what they chose: from then
     /// on pacer leaves them alone (their decision wins).
     foreign: BTreeMap<Tid, SchedAttr>,
+    /// Every reservation applied, when asked for ([`LinuxKernel::log_reservations`]).
+    reservations: Option<Vec<ReservationChange>>,
+}
+
+/// A SCHED_DEADLINE reservation pacer gave a thread (or took back: `runtime_ns` and
+/// `period_ns` 0), at CLOCK_MONOTONIC `t_ns`: what a trace of the session shows as the thread's
+/// reserved bandwidth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReservationChange {
+    pub t_ns: u64,
+    pub tid: Tid,
+    pub runtime_ns: u64,
+    pub period_ns: u64,
 }
 
 impl LinuxKernel {
@@ -55,6 +68,32 @@ impl LinuxKernel {
             originals: BTreeMap::new(),
             applied: BTreeMap::new(),
             foreign: BTreeMap::new(),
+            reservations: None,
+        }
+    }
+
+    /// Keeps a log of every reservation applied from now on (`pacer exec --trace`).
+    pub fn log_reservations(&mut self) {
+        self.reservations.get_or_insert_with(Vec::new);
+    }
+
+    /// The reservations applied since the last call (empty unless logging).
+    pub fn take_reservations(&mut self) -> Vec<ReservationChange> {
+        self.reservations.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn log_reservation(&mut self, tid: Tid, p: &Policy) {
+        if let Some(log) = self.reservations.as_mut() {
+            let (runtime_ns, period_ns) = match p {
+                Policy::Deadline(r) => (r.runtime.ns(), r.period.ns()),
+                _ => (0, 0),
+            };
+            log.push(ReservationChange {
+                t_ns: crate::sys::monotonic_ns(),
+                tid,
+                runtime_ns,
+                period_ns,
+            });
         }
     }
 
@@ -244,6 +283,7 @@ impl Kernel for LinuxKernel {
                     // Back to what it had: every field, not just the policy.
                     sched::restore(t, orig).map_err(KernelError::from)?;
                     self.applied.remove(&t);
+                    self.log_reservation(t, &p);
                     return Ok(());
                 }
             }
@@ -257,6 +297,7 @@ impl Kernel for LinuxKernel {
         } else {
             self.applied.insert(t, SchedAttr::from_policy(&p, true));
         }
+        self.log_reservation(t, &p);
         Ok(())
     }
     /// A thread's root domain is the CPUs of its affinity: SCHED_DEADLINE admission requires
