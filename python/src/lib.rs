@@ -212,11 +212,12 @@ impl Workload {
     }
 
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let ctor = wrap_pyfunction!(parse_rtapp, py)?;
+        // The module's own function, which pickle finds again by its qualified name.
+        let ctor = py.import("pacer._native")?.getattr("parse_rtapp")?;
         PyTuple::new(
             py,
             [
-                ctor.into_any(),
+                ctor,
                 (self.text.clone(), self.source.clone(), self.lenient)
                     .into_pyobject(py)?
                     .into_any(),

@@ -163,6 +163,8 @@ def test_events_and_traces(tmp_path):
 def test_rtapp_workload_with_the_legacy_controller():
     w = pacer.read_rtapp(ROOT / "examples" / "rtapp-periodic.json")
     assert w.threads
+    back = pickle.loads(pickle.dumps(w))
+    assert back.threads == w.threads and back.source == w.source
     r = pacer.simulate(w, cpus=2, duration="3s", controller="legacy", controlled=[w.threads[0]])
     assert r.run["controlled"] == [w.threads[0]]
     assert r.summary["jobs"] > 0
