@@ -2,7 +2,7 @@
 //! the library, not the command line: task-set generation (the `generator` parameters of
 //! docs/formats/taskset.md), the analysis suite, rt-app files, and simulations with an optional
 //! adaptation controller, whose job records and scheduling events come back as pyarrow tables
-//! built from the columns in place (no CSV round trip). Simulations run with the GIL released,
+//! whose columns are handed over as buffers (no CSV round trip). Simulations run with the GIL released,
 //! so threads (and Dask's threaded workers) run them in parallel.
 //!
 //! The Python-facing signatures, docstrings and type hints are in python/pacer/__init__.py and
@@ -19,7 +19,7 @@ use pacer_adapt::controller::{
 use pacer_analysis::gen::{self, GenSpec};
 use pacer_analysis::suite::{self, SuiteConfig};
 use pacer_model::{Duration, Policy, TaskSet as ModelTaskSet};
-use pacer_sim::output::perfetto::{kernel_prio, PerfettoTrace};
+use pacer_sim::output::perfetto::PerfettoTrace;
 use pacer_sim::output::summary::Summary;
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::{Fanout, JobRecord, PrevState, ThreadId, TraceEvent};
@@ -289,61 +289,6 @@ fn analyze_json(
     serde_json::to_string(&rows).map_err(err)
 }
 
-/// Job records as columns, filled while the simulation runs.
-#[derive(Default)]
-struct JobColumns {
-    thread: Vec<u32>,
-    job: Vec<u64>,
-    release: Vec<u64>,
-    start: Vec<u64>,
-    finish: Vec<u64>,
-    deadline: Vec<Option<u64>>,
-    response: Vec<u64>,
-    laxity: Vec<Option<f64>>,
-    missed: Vec<bool>,
-    exec: Vec<u64>,
-    preemptions: Vec<u32>,
-    migrations: Vec<u32>,
-    cpu: Vec<u32>,
-}
-
-impl JobColumns {
-    fn push(&mut self, r: &JobRecord) {
-        let has = r.has_deadline();
-        self.thread.push(r.thread);
-        self.job.push(r.job);
-        self.release.push(r.release);
-        self.start.push(r.start);
-        self.finish.push(r.finish);
-        self.deadline.push(has.then_some(r.deadline));
-        self.response.push(r.response_time());
-        self.laxity.push(has.then(|| r.normalised_laxity()));
-        self.missed.push(has && r.missed());
-        self.exec.push(r.exec);
-        self.preemptions.push(r.preemptions);
-        self.migrations.push(r.migrations);
-        self.cpu.push(r.cpu);
-    }
-}
-
-/// Scheduling events as columns (one row per event; fields that do not apply are null).
-#[derive(Default)]
-struct EventColumns {
-    ts: Vec<u64>,
-    kind: Vec<u32>,
-    cpu: Vec<Option<u32>>,
-    thread: Vec<Option<u32>>,
-    prev_thread: Vec<Option<u32>>,
-    prev_state: Vec<Option<u32>>,
-    job: Vec<Option<u64>>,
-    missed: Vec<Option<bool>>,
-    until: Vec<Option<u64>>,
-    from_cpu: Vec<Option<u32>>,
-    khz: Vec<Option<u32>>,
-    runtime: Vec<Option<u64>>,
-    period: Vec<Option<u64>>,
-}
-
 const EVENT_KINDS: [&str; 9] = [
     "switch",
     "wakeup",
@@ -357,140 +302,16 @@ const EVENT_KINDS: [&str; 9] = [
 ];
 const PREV_STATES: [&str; 3] = ["runnable", "sleeping", "dead"];
 
-impl EventColumns {
-    fn push(&mut self, e: &TraceEvent) {
-        let mut row = EventRow::default();
-        match *e {
-            TraceEvent::Switch {
-                t,
-                cpu,
-                prev,
-                next,
-                prev_state,
-            } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 0,
-                    cpu: Some(cpu),
-                    thread: next,
-                    prev_thread: prev,
-                    prev_state: prev.map(|_| match prev_state {
-                        PrevState::Runnable => 0,
-                        PrevState::Sleeping => 1,
-                        PrevState::Dead => 2,
-                    }),
-                    ..row
-                }
-            }
-            TraceEvent::Wakeup { t, thread, cpu } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 1,
-                    cpu: Some(cpu),
-                    thread: Some(thread),
-                    ..row
-                }
-            }
-            TraceEvent::Release { t, thread, job } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 2,
-                    thread: Some(thread),
-                    job: Some(job),
-                    ..row
-                }
-            }
-            TraceEvent::Finish {
-                t,
-                thread,
-                job,
-                missed,
-            } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 3,
-                    thread: Some(thread),
-                    job: Some(job),
-                    missed: Some(missed),
-                    ..row
-                }
-            }
-            TraceEvent::Throttle { t, thread, until } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 4,
-                    thread: Some(thread),
-                    until: Some(until),
-                    ..row
-                }
-            }
-            TraceEvent::Replenish { t, thread } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 5,
-                    thread: Some(thread),
-                    ..row
-                }
-            }
-            TraceEvent::Migrate { t, thread, from, to } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 6,
-                    cpu: Some(to),
-                    thread: Some(thread),
-                    from_cpu: Some(from),
-                    ..row
-                }
-            }
-            TraceEvent::Reservation {
-                t,
-                thread,
-                runtime,
-                period,
-            } => {
-                row = EventRow {
-                    ts: t,
-                    kind: 8,
-                    thread: Some(thread),
-                    runtime: Some(runtime),
-                    period: Some(period),
-                    ..row
-                }
-            }
-            TraceEvent::Frequency { t, cluster, khz } => {
-                // The cluster index goes in `cpu`'s place: a frequency belongs to a cluster.
-                row = EventRow {
-                    ts: t,
-                    kind: 7,
-                    cpu: Some(cluster),
-                    khz: Some(khz),
-                    ..row
-                }
-            }
-        }
-        self.ts.push(row.ts);
-        self.kind.push(row.kind);
-        self.cpu.push(row.cpu);
-        self.thread.push(row.thread);
-        self.prev_thread.push(row.prev_thread);
-        self.prev_state.push(row.prev_state);
-        self.job.push(row.job);
-        self.missed.push(row.missed);
-        self.until.push(row.until);
-        self.from_cpu.push(row.from_cpu);
-        self.khz.push(row.khz);
-        self.runtime.push(row.runtime);
-        self.period.push(row.period);
-    }
-}
-
+/// One scheduling event as a row of the event table: the fields that do not apply are null.
 #[derive(Default)]
 struct EventRow {
     ts: u64,
+    /// Index into [`EVENT_KINDS`].
     kind: u32,
     cpu: Option<u32>,
     thread: Option<u32>,
     prev_thread: Option<u32>,
+    /// Index into [`PREV_STATES`].
     prev_state: Option<u32>,
     job: Option<u64>,
     missed: Option<bool>,
@@ -501,21 +322,118 @@ struct EventRow {
     period: Option<u64>,
 }
 
-/// What a simulation keeps: job columns and event columns, each only when asked for.
+impl From<&TraceEvent> for EventRow {
+    fn from(e: &TraceEvent) -> EventRow {
+        let none = EventRow::default();
+        match *e {
+            TraceEvent::Switch {
+                t,
+                cpu,
+                prev,
+                next,
+                prev_state,
+            } => EventRow {
+                ts: t,
+                kind: 0,
+                cpu: Some(cpu),
+                thread: next,
+                prev_thread: prev,
+                prev_state: prev.map(|_| match prev_state {
+                    PrevState::Runnable => 0,
+                    PrevState::Sleeping => 1,
+                    PrevState::Dead => 2,
+                }),
+                ..none
+            },
+            TraceEvent::Wakeup { t, thread, cpu } => EventRow {
+                ts: t,
+                kind: 1,
+                cpu: Some(cpu),
+                thread: Some(thread),
+                ..none
+            },
+            TraceEvent::Release { t, thread, job } => EventRow {
+                ts: t,
+                kind: 2,
+                thread: Some(thread),
+                job: Some(job),
+                ..none
+            },
+            TraceEvent::Finish {
+                t,
+                thread,
+                job,
+                missed,
+            } => EventRow {
+                ts: t,
+                kind: 3,
+                thread: Some(thread),
+                job: Some(job),
+                missed: Some(missed),
+                ..none
+            },
+            TraceEvent::Throttle { t, thread, until } => EventRow {
+                ts: t,
+                kind: 4,
+                thread: Some(thread),
+                until: Some(until),
+                ..none
+            },
+            TraceEvent::Replenish { t, thread } => EventRow {
+                ts: t,
+                kind: 5,
+                thread: Some(thread),
+                ..none
+            },
+            TraceEvent::Migrate { t, thread, from, to } => EventRow {
+                ts: t,
+                kind: 6,
+                cpu: Some(to),
+                thread: Some(thread),
+                from_cpu: Some(from),
+                ..none
+            },
+            // The cluster index goes in `cpu`'s place: a frequency belongs to a cluster.
+            TraceEvent::Frequency { t, cluster, khz } => EventRow {
+                ts: t,
+                kind: 7,
+                cpu: Some(cluster),
+                khz: Some(khz),
+                ..none
+            },
+            TraceEvent::Reservation {
+                t,
+                thread,
+                runtime,
+                period,
+            } => EventRow {
+                ts: t,
+                kind: 8,
+                thread: Some(thread),
+                runtime: Some(runtime),
+                period: Some(period),
+                ..none
+            },
+        }
+    }
+}
+
+/// What a simulation keeps, each only when asked for: the job records and the scheduling
+/// events, turned into table columns once the run is over.
 struct Collect {
-    jobs: Option<JobColumns>,
-    events: Option<EventColumns>,
+    jobs: Option<Vec<JobRecord>>,
+    events: Option<Vec<EventRow>>,
 }
 
 impl Observer for Collect {
     fn job(&mut self, r: &JobRecord) {
         if let Some(j) = &mut self.jobs {
-            j.push(r);
+            j.push(*r);
         }
     }
     fn event(&mut self, e: &TraceEvent) {
         if let Some(ev) = &mut self.events {
-            ev.push(e);
+            ev.push(e.into());
         }
     }
     fn wants_events(&self) -> bool {
@@ -544,8 +462,8 @@ struct SimRequest {
 
 struct SimOutput {
     names: Vec<String>,
-    jobs: Option<JobColumns>,
-    events: Option<EventColumns>,
+    jobs: Option<Vec<JobRecord>>,
+    events: Option<Vec<EventRow>>,
     summary_json: String,
     run_json: String,
 }
@@ -643,8 +561,8 @@ fn run_simulation(req: SimRequest) -> Result<SimOutput, String> {
     let names = sim.thread_names();
     let mut summary = Summary::new(names.len());
     let mut collect = Collect {
-        jobs: req.jobs.then(JobColumns::default),
-        events: req.events.then(EventColumns::default),
+        jobs: req.jobs.then(Vec::new),
+        events: req.events.then(Vec::new),
     };
     let cpus = req.cpus as u32;
     // The trace goes to a temporary name beside the file and replaces it only on success.
@@ -659,12 +577,7 @@ fn run_simulation(req: SimRequest) -> Result<SimOutput, String> {
                 if json {
                     TraceFile::Json(ChromeTrace::new(BufWriter::new(f), names.clone(), cpus))
                 } else {
-                    let prios = (0..names.len() as ThreadId)
-                        .map(|t| sim.policy_of(t).map_or(120, |p| kernel_prio(&p)))
-                        .collect();
-                    TraceFile::Perfetto(
-                        PerfettoTrace::new(BufWriter::new(f), names.clone(), cpus).with_priorities(prios),
-                    )
+                    TraceFile::Perfetto(PerfettoTrace::for_simulation(BufWriter::new(f), &sim, cpus))
                 },
             ))
         }
@@ -872,30 +785,42 @@ impl<'py> Arrow<'py> {
     }
 }
 
+/// One column of `rows`.
+fn col<R, T>(rows: &[R], f: impl Fn(&R) -> T) -> Vec<T> {
+    rows.iter().map(f).collect()
+}
+
 fn jobs_table<'py>(
     a: &Arrow<'py>,
-    j: &JobColumns,
+    j: &[JobRecord],
     names: &[String],
     meta: &[(&str, String)],
 ) -> PyResult<Bound<'py, PyAny>> {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let task: Vec<Option<u32>> = j.thread.iter().map(|&t| Some(t)).collect();
+    // A job without a deadline someone asked for has none in the table (as in the CSV).
+    let has = |r: &JobRecord| r.has_deadline();
     // Column names and order of the jobs CSV (docs/formats/jobs-csv.md).
     a.table(
         vec![
-            ("task", a.dictionary(&task, &names)?),
-            ("job", a.primitive(&j.job)?),
-            ("release_ns", a.primitive(&j.release)?),
-            ("start_ns", a.primitive(&j.start)?),
-            ("finish_ns", a.primitive(&j.finish)?),
-            ("deadline_ns", a.nullable(&j.deadline)?),
-            ("response_ns", a.primitive(&j.response)?),
-            ("normalised_laxity", a.nullable(&j.laxity)?),
-            ("missed", a.boolean(&j.missed)?),
-            ("exec_ns", a.primitive(&j.exec)?),
-            ("preemptions", a.primitive(&j.preemptions)?),
-            ("migrations", a.primitive(&j.migrations)?),
-            ("cpu", a.primitive(&j.cpu)?),
+            ("task", a.dictionary(&col(j, |r| Some(r.thread)), &names)?),
+            ("job", a.primitive(&col(j, |r| r.job))?),
+            ("release_ns", a.primitive(&col(j, |r| r.release))?),
+            ("start_ns", a.primitive(&col(j, |r| r.start))?),
+            ("finish_ns", a.primitive(&col(j, |r| r.finish))?),
+            (
+                "deadline_ns",
+                a.nullable(&col(j, |r| has(r).then_some(r.deadline)))?,
+            ),
+            ("response_ns", a.primitive(&col(j, JobRecord::response_time))?),
+            (
+                "normalised_laxity",
+                a.nullable(&col(j, |r| has(r).then(|| r.normalised_laxity())))?,
+            ),
+            ("missed", a.boolean(&col(j, |r| has(r) && r.missed()))?),
+            ("exec_ns", a.primitive(&col(j, |r| r.exec))?),
+            ("preemptions", a.primitive(&col(j, |r| r.preemptions))?),
+            ("migrations", a.primitive(&col(j, |r| r.migrations))?),
+            ("cpu", a.primitive(&col(j, |r| r.cpu))?),
         ],
         meta,
     )
@@ -903,27 +828,29 @@ fn jobs_table<'py>(
 
 fn events_table<'py>(
     a: &Arrow<'py>,
-    e: &EventColumns,
+    e: &[EventRow],
     names: &[String],
     meta: &[(&str, String)],
 ) -> PyResult<Bound<'py, PyAny>> {
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let kind: Vec<Option<u32>> = e.kind.iter().map(|&k| Some(k)).collect();
     a.table(
         vec![
-            ("ts_ns", a.primitive(&e.ts)?),
-            ("kind", a.dictionary(&kind, &EVENT_KINDS)?),
-            ("cpu", a.nullable(&e.cpu)?),
-            ("thread", a.dictionary(&e.thread, &names)?),
-            ("prev_thread", a.dictionary(&e.prev_thread, &names)?),
-            ("prev_state", a.dictionary(&e.prev_state, &PREV_STATES)?),
-            ("job", a.nullable(&e.job)?),
-            ("missed", a.nullable_boolean(&e.missed)?),
-            ("until_ns", a.nullable(&e.until)?),
-            ("from_cpu", a.nullable(&e.from_cpu)?),
-            ("khz", a.nullable(&e.khz)?),
-            ("runtime_ns", a.nullable(&e.runtime)?),
-            ("period_ns", a.nullable(&e.period)?),
+            ("ts_ns", a.primitive(&col(e, |r| r.ts))?),
+            ("kind", a.dictionary(&col(e, |r| Some(r.kind)), &EVENT_KINDS)?),
+            ("cpu", a.nullable(&col(e, |r| r.cpu))?),
+            ("thread", a.dictionary(&col(e, |r| r.thread), &names)?),
+            ("prev_thread", a.dictionary(&col(e, |r| r.prev_thread), &names)?),
+            (
+                "prev_state",
+                a.dictionary(&col(e, |r| r.prev_state), &PREV_STATES)?,
+            ),
+            ("job", a.nullable(&col(e, |r| r.job))?),
+            ("missed", a.nullable_boolean(&col(e, |r| r.missed))?),
+            ("until_ns", a.nullable(&col(e, |r| r.until))?),
+            ("from_cpu", a.nullable(&col(e, |r| r.from_cpu))?),
+            ("khz", a.nullable(&col(e, |r| r.khz))?),
+            ("runtime_ns", a.nullable(&col(e, |r| r.runtime))?),
+            ("period_ns", a.nullable(&col(e, |r| r.period))?),
         ],
         meta,
     )

@@ -1351,13 +1351,12 @@ fn histogram_text(h: &[(u64, u64)]) -> String {
 }
 
 fn machine() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let u = pacer_linux::sys::Uname::this_machine();
     format!(
         "{} CPUs, Linux {} ({})",
         pacer_linux::sys::online_cpus().len(),
-        release.trim(),
-        host.trim()
+        u.release,
+        u.hostname
     )
 }
 

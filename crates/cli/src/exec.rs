@@ -900,7 +900,7 @@ impl ExecTrace {
             file,
             &rec,
             &process,
-            &crate::run_trace::Uname::this_machine(),
+            &pacer_linux::sys::Uname::this_machine(),
             cpus,
             &[],
             0,

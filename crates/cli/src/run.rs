@@ -585,7 +585,7 @@ fn write_trace(
         file,
         rec,
         &process,
-        &crate::run_trace::Uname::this_machine(),
+        &pacer_linux::sys::Uname::this_machine(),
         cpus,
         jobs,
         report.origin_ns,

@@ -22,6 +22,7 @@ use std::io::{self, Write};
 
 use pacer_linux::kernel::ReservationChange;
 use pacer_linux::sched_trace::{SchedEvent, SchedTrace};
+use pacer_linux::sys::Uname;
 use pacer_sim::output::perfetto::{PerfettoTrace, Task};
 use pacer_workload::jobs::JobRecord;
 
@@ -33,31 +34,6 @@ pub struct Process<'a> {
     /// The run's threads, by thread id of the job records: (tid, name); tid 0 for a thread that
     /// never started.
     pub threads: &'a [(u32, &'a str)],
-}
-
-/// The kernel as `uname` names it (trace_processor reads `prev_state` by release).
-pub struct Uname {
-    pub sysname: String,
-    pub version: String,
-    pub release: String,
-    pub machine: String,
-}
-
-impl Uname {
-    /// This machine's, from /proc/sys/kernel (empty fields where unreadable).
-    pub fn this_machine() -> Uname {
-        let read = |f: &str| {
-            std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default()
-        };
-        Uname {
-            sysname: read("ostype"),
-            version: read("version"),
-            release: read("osrelease"),
-            machine: std::env::consts::ARCH.to_string(),
-        }
-    }
 }
 
 /// What was written, for the report.
@@ -266,6 +242,7 @@ mod tests {
             sysname: "Linux".into(),
             version: "#1 SMP".into(),
             release: "6.18.0".into(),
+            hostname: "test".into(),
             machine: "x86_64".into(),
         };
         let job = JobRecord {

@@ -9,7 +9,7 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context, Result};
 use pacer_analysis::admission::{self, AdmissionConfig};
 use pacer_model::{Duration, Reservation, TaskSet};
-use pacer_sim::output::perfetto::{kernel_prio, PerfettoTrace};
+use pacer_sim::output::perfetto::PerfettoTrace;
 use pacer_sim::output::summary::{render_text, Summary, SummaryReport};
 use pacer_sim::output::trace::ChromeTrace;
 use pacer_sim::record::{Fanout, JobRecord, ThreadId};
@@ -638,21 +638,7 @@ pub(crate) fn simulate(
     let mut trace = files.trace.map(|f| match format {
         Some(TraceFormat::Json) => TraceOut::Json(ChromeTrace::new(BufWriter::new(f), names.clone(), a.cpus)),
         _ => {
-            let prios = (0..names.len() as ThreadId)
-                .map(|t| sim.policy_of(t).map_or(120, |p| kernel_prio(&p)))
-                .collect();
-            let mut clusters: Vec<Vec<u32>> = Vec::new();
-            for cpu in 0..a.cpus {
-                if let Some(c) = sim.cluster_of(cpu as usize) {
-                    if clusters.len() <= c {
-                        clusters.resize(c + 1, Vec::new());
-                    }
-                    clusters[c].push(cpu);
-                }
-            }
-            let t = PerfettoTrace::new(BufWriter::new(f), names.clone(), a.cpus)
-                .with_priorities(prios)
-                .with_clusters(clusters);
+            let t = PerfettoTrace::for_simulation(BufWriter::new(f), &sim, a.cpus);
             TraceOut::Perfetto(if a.trace_jobs { t.with_job_slices() } else { t })
         }
     });

@@ -133,9 +133,12 @@ fn cpu_model() -> String {
 }
 
 fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
+    let release = crate::sys::Uname::this_machine().release;
+    if release.is_empty() {
+        "unknown".into()
+    } else {
+        release
+    }
 }
 
 /// Now, UTC, as RFC 3339 to the second.

@@ -166,6 +166,35 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// The kernel as `uname` names it, read from /proc/sys/kernel (an empty field where that file
+/// cannot be read); `machine` is the architecture pacer was built for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uname {
+    pub sysname: String,
+    pub version: String,
+    pub release: String,
+    pub hostname: String,
+    pub machine: String,
+}
+
+impl Uname {
+    /// This machine's.
+    pub fn this_machine() -> Uname {
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        Uname {
+            sysname: read("ostype"),
+            version: read("version"),
+            release: read("osrelease"),
+            hostname: read("hostname"),
+            machine: std::env::consts::ARCH.to_string(),
+        }
+    }
+}
+
 /// CLOCK_MONOTONIC now, ns: the clock of the adaptation engine, of traced wake-ups and of every
 /// timestamp of a run.
 pub fn monotonic_ns() -> u64 {

@@ -7,41 +7,18 @@ use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use pacer_linux::sched::gettid;
 use pacer_linux::sched_trace::{SchedEvent, SchedRecord, SchedTracer};
+use pacer_linux::sys::monotonic_ns;
 use pacer_testkit::{require, Need};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn gettid() -> u32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    (unsafe { libc::gettid() }) as u32
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec.
-    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) }, 0);
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Pins the calling thread to CPU 0. The development VM never records a switch away from the
 /// idle task on CPU 1 (docs/linux.md, "Scheduler traces of a run"), which these tests, about
 /// the filter, must not count as the filter's doing.
 fn pin_to_cpu0() {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it; the syscall
-    // reads size_of::<cpu_set_t>() bytes from a valid pointer.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "sched_setaffinity"
-        );
-    }
+    pacer_linux::sched::set_affinity(0, &[0]).expect("sched_setaffinity");
 }
 
 /// A thread on CPU 0 that reports its TID, waits for `go`, then sleeps `period` `n` times.

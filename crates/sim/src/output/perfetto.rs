@@ -258,6 +258,27 @@ impl<W: Write> PerfettoTrace<W> {
         }
     }
 
+    /// The trace of simulation `sim` on `cpus` CPUs: its threads' names and kernel priorities,
+    /// and its frequency clusters (for `cpu_frequency` events).
+    pub fn for_simulation(writer: W, sim: &crate::Sim, cpus: u32) -> Self {
+        let names = sim.thread_names();
+        let prios = (0..names.len() as ThreadId)
+            .map(|t| sim.policy_of(t).map_or(DEFAULT_PRIO, |p| kernel_prio(&p)))
+            .collect();
+        let mut clusters: Vec<Vec<u32>> = Vec::new();
+        for cpu in 0..cpus {
+            if let Some(c) = sim.cluster_of(cpu as usize) {
+                if clusters.len() <= c {
+                    clusters.resize(c + 1, Vec::new());
+                }
+                clusters[c].push(cpu);
+            }
+        }
+        PerfettoTrace::new(writer, names, cpus)
+            .with_priorities(prios)
+            .with_clusters(clusters)
+    }
+
     /// Gives the threads' kernel priorities (see [`kernel_prio`]), in thread-id order; threads
     /// without one get 120.
     pub fn with_priorities(mut self, prios: Vec<i32>) -> Self {
@@ -315,11 +336,7 @@ impl<W: Write> PerfettoTrace<W> {
         let i = &mut self.event;
         i.clear();
         wire::put_bytes(i, SYSTEM_INFO_UTSNAME, u);
-        let p = &mut self.packet;
-        p.clear();
-        wire::put_bytes(p, PACKET_SYSTEM_INFO, i);
-        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-        self.write_packet();
+        self.write_event_packet(None, PACKET_SYSTEM_INFO);
     }
 
     /// A kernel `sched_switch` on `cpu` at `t` (ns): `prev` leaves in `prev_state` (the
@@ -407,11 +424,7 @@ impl<W: Write> PerfettoTrace<W> {
         t.clear();
         wire::put_uint(t, TRACK_UUID, THREAD_TRACK_UUID + u64::from(thread));
         wire::put_bytes(t, TRACK_THREAD, d);
-        let p = &mut self.packet;
-        p.clear();
-        wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, t);
-        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-        self.write_packet();
+        self.write_event_packet(None, PACKET_TRACK_DESCRIPTOR);
     }
 
     /// One value of a thread's counter `which` ([`RESERVED`] or [`USED`]), describing the
@@ -436,23 +449,14 @@ impl<W: Write> PerfettoTrace<W> {
             wire::put_str(d, TRACK_NAME, name);
             wire::put_uint(d, TRACK_PARENT_UUID, THREAD_TRACK_UUID + u64::from(thread));
             wire::put_bytes(d, TRACK_COUNTER, &[]);
-            let p = &mut self.packet;
-            p.clear();
-            wire::put_bytes(p, PACKET_TRACK_DESCRIPTOR, d);
-            wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-            self.write_packet();
+            self.write_event_packet(None, PACKET_TRACK_DESCRIPTOR);
         }
         let e = &mut self.event;
         e.clear();
         wire::put_uint(e, TRACK_EVENT_TYPE, TYPE_COUNTER);
         wire::put_uint(e, TRACK_EVENT_TRACK_UUID, uuid);
         wire::put_double(e, TRACK_EVENT_DOUBLE_COUNTER_VALUE, value);
-        let p = &mut self.packet;
-        p.clear();
-        wire::put_uint(p, PACKET_TIMESTAMP, t);
-        wire::put_bytes(p, PACKET_TRACK_EVENT, e);
-        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-        self.write_packet();
+        self.write_event_packet(Some(t), PACKET_TRACK_EVENT);
     }
 
     /// The first I/O error met so far, if any (writing stopped there).
@@ -518,12 +522,7 @@ impl<W: Write> PerfettoTrace<W> {
             wire::put_int(th, THREAD_TGID, i64::from(tgid));
             wire::put_bytes(tree, TREE_THREADS, th);
         }
-        let packet = &mut self.packet;
-        packet.clear();
-        wire::put_uint(packet, PACKET_TIMESTAMP, t);
-        wire::put_bytes(packet, PACKET_PROCESS_TREE, tree);
-        wire::put_uint(packet, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-        self.write_packet();
+        self.write_event_packet(Some(t), PACKET_PROCESS_TREE);
     }
 
     /// Writes a process tree holding the process (if `process`) and the threads not described
@@ -599,6 +598,19 @@ impl<W: Write> PerfettoTrace<W> {
         self.write_packet();
     }
 
+    /// Writes `self.event` as the payload of packet field `field` (with its timestamp `t`, if
+    /// any) on the trace's sequence.
+    fn write_event_packet(&mut self, t: Option<u64>, field: u32) {
+        let p = &mut self.packet;
+        p.clear();
+        if let Some(t) = t {
+            wire::put_uint(p, PACKET_TIMESTAMP, t);
+        }
+        wire::put_bytes(p, field, &self.event);
+        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
+        self.write_packet();
+    }
+
     /// Writes `self.packet` as the next `packet` of the trace, unless writing already failed.
     fn write_packet(&mut self) {
         if self.error.is_some() {
@@ -623,12 +635,7 @@ impl<W: Write> PerfettoTrace<W> {
         if let Some(n) = name {
             wire::put_str(e, TRACK_EVENT_NAME, n);
         }
-        let p = &mut self.packet;
-        p.clear();
-        wire::put_uint(p, PACKET_TIMESTAMP, t);
-        wire::put_bytes(p, PACKET_TRACK_EVENT, e);
-        wire::put_uint(p, PACKET_SEQUENCE_ID, u64::from(SEQUENCE_ID));
-        self.write_packet();
+        self.write_event_packet(Some(t), PACKET_TRACK_EVENT);
     }
 
     fn switch(&mut self, t: u64, cpu: u32, next: Option<ThreadId>, prev_state: PrevState) {
