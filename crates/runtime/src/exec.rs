@@ -40,7 +40,7 @@ use pacer_linux::run::Calibration;
 use pacer_linux::sched::{self, SchedAttr, ThreadSched};
 use pacer_linux::sys;
 use pacer_model::Policy;
-use pacer_workload::jobs::{JobCsv, JobParquet, JobRecord, JobSink};
+use pacer_workload::jobs::{Distribution, JobCsv, JobParquet, JobRecord, JobSink};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -377,6 +377,14 @@ impl Spread {
             p50_ns: h.value_at_quantile(0.5),
             p99_ns: h.value_at_quantile(0.99),
             max_ns: h.max(),
+        }
+    }
+
+    fn of(d: &Distribution) -> Spread {
+        Spread {
+            p50_ns: d.quantile(0.5),
+            p99_ns: d.quantile(0.99),
+            max_ns: d.max(),
         }
     }
 }
@@ -882,9 +890,9 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
             releases: st.releases,
             misses: st.misses,
             overruns: st.overruns,
-            jitter: st.jitter.spread(),
-            response: st.response.spread(),
-            exec: st.exec.spread(),
+            jitter: Spread::of(&st.jitter),
+            response: Spread::of(&st.response),
+            exec: Spread::of(&st.exec),
             preemptions: st.preemptions,
             migrations: st.migrations,
             deadline_ns: spec.deadline_ns,
@@ -1101,43 +1109,11 @@ struct Collected {
     overruns: u64,
     /// Histograms (3 significant digits) rather than every value: a run without a duration
     /// must not grow the collector's memory with its length.
-    jitter: Dist,
-    response: Dist,
-    exec: Dist,
+    jitter: Distribution,
+    response: Distribution,
+    exec: Distribution,
     preemptions: u64,
     migrations: u64,
-}
-
-/// A distribution kept in constant memory, with its exact maximum.
-struct Dist {
-    hist: Histogram<u64>,
-    max: u64,
-}
-
-impl Default for Dist {
-    fn default() -> Dist {
-        Dist {
-            // Auto-resizing: values up to any size (off the real-time path).
-            hist: Histogram::new(3).unwrap_or_else(|_| Histogram::new(2).expect("2 significant digits")),
-            max: 0,
-        }
-    }
-}
-
-impl Dist {
-    fn add(&mut self, v: u64) {
-        self.hist.saturating_record(v);
-        self.max = self.max.max(v);
-    }
-
-    fn spread(&self) -> Spread {
-        let mut s = Spread::of_histogram(&self.hist);
-        // The histogram's values are the tops of their buckets: never above the exact maximum.
-        s.p50_ns = s.p50_ns.min(self.max);
-        s.p99_ns = s.p99_ns.min(self.max);
-        s.max_ns = self.max;
-        s
-    }
 }
 
 impl Collected {

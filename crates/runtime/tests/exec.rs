@@ -82,6 +82,33 @@ fn builtin_components_release_and_deliver() {
     assert_eq!(r.records_lost, 0);
 }
 
+#[test]
+fn the_report_percentiles_are_the_releases_own() {
+    // 200 µs of calibrated work per release: the CPU time and response percentiles must be near
+    // it, not a histogram's initial bounds (they once all read 2 ns).
+    let text = PIPE.replacen(
+        "per_release = \"1KiB\"",
+        "per_release = \"1KiB\"\nwork = \"200us\"",
+        1,
+    );
+    let r = exec::run(App::new(manifest(&text)), plain(200)).expect("run");
+    let src = &r.components[0];
+    assert_eq!(src.releases, 40, "{src:?}");
+    for (what, s) in [("cpu", src.exec), ("response", src.response)] {
+        assert!(
+            s.p50_ns >= 100_000 && s.p50_ns <= s.p99_ns && s.p99_ns <= s.max_ns,
+            "{what}: {s:?}"
+        );
+    }
+    assert!(src.response.p50_ns >= src.exec.p50_ns, "{src:?}");
+    // A timer wake-up takes at least a microsecond on any machine.
+    assert!(
+        src.jitter.p50_ns >= 1_000 && src.jitter.p99_ns <= src.jitter.max_ns,
+        "{:?}",
+        src.jitter
+    );
+}
+
 /// A component that allocates on its real-time path, and keeps some memory from `init`.
 struct Leaky {
     kept: Vec<u8>,

@@ -81,7 +81,8 @@ impl<W: std::io::Write + Send> JobSink<W> {
     }
 }
 pub use self::summary::{
-    render_text, render_text_labelled, Percentiles, Summary, SummaryReport, TaskCounters, TaskSummary,
+    render_text, render_text_labelled, Distribution, Percentiles, Summary, SummaryReport, TaskCounters,
+    TaskSummary,
 };
 
 /// Index of a thread (its position in the workload).

@@ -18,15 +18,76 @@ use super::{thread_name, JobRecord};
 /// Significant decimal digits kept by the response-time histograms.
 const SIGFIG: u8 = 3;
 
+/// A distribution of ns values kept in memory that grows only with the logarithm of the largest
+/// value, never with the number of values: an HDR histogram of 3 significant digits plus the exact
+/// maximum (the histogram's own is rounded up to its bucket). Quantiles are nearest rank, each the
+/// top of its bucket and never above the exact maximum.
+#[derive(Debug, Clone)]
+pub struct Distribution {
+    hist: Histogram<u64>,
+    max: u64,
+}
+
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution {
+            // Auto-resizing: it starts tiny and grows to the largest value recorded.
+            hist: Histogram::new(SIGFIG).expect("3 significant digits is a valid histogram"),
+            max: 0,
+        }
+    }
+}
+
+impl Distribution {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one value. `saturating_record` alone would clamp to the histogram's current top
+    /// (2 for a fresh auto-resizing one) instead of growing it, so it is only the fallback beyond
+    /// what auto-resizing covers (i64::MAX / 2 ns, ~73 years).
+    pub fn add(&mut self, v: u64) {
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
+        }
+        self.max = self.max.max(v);
+    }
+
+    /// Number of values recorded.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// Nearest-rank quantile `q` in [0, 1]; 0 when empty.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.is_empty() {
+            return 0;
+        }
+        self.hist.value_at_quantile(q).min(self.max)
+    }
+
+    /// Exact largest value (0 when empty).
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Distinct buckets in use (for memory accounting).
+    pub fn distinct_values(&self) -> usize {
+        self.hist.distinct_values()
+    }
+}
+
 /// Running statistics of one thread's finished jobs.
 #[derive(Debug, Clone)]
 struct ThreadAcc {
     jobs: u64,
     misses: u64,
     /// Response times in ns.
-    response: Histogram<u64>,
-    /// Exact largest response time (the histogram's own maximum is rounded up to its bucket).
-    max_response: u64,
+    response: Distribution,
     laxity_sum: f64,
     laxity_min: f64,
     /// Σ exec / period over the jobs.
@@ -39,8 +100,7 @@ impl ThreadAcc {
         ThreadAcc {
             jobs: 0,
             misses: 0,
-            response: Histogram::new(SIGFIG).expect("3 significant digits is a valid histogram"),
-            max_response: 0,
+            response: Distribution::new(),
             laxity_sum: 0.0,
             laxity_min: f64::INFINITY,
             util_sum: 0.0,
@@ -55,11 +115,7 @@ impl ThreadAcc {
             self.misses += 1;
             self.max_tardiness = self.max_tardiness.max(r.finish - r.deadline);
         }
-        // Auto-resizing covers values up to i64::MAX / 2 ns (~73 years); beyond that, clamp.
-        if self.response.record(response).is_err() {
-            self.response.saturating_record(response);
-        }
-        self.max_response = self.max_response.max(response);
+        self.response.add(response);
         let laxity = r.normalised_laxity();
         self.laxity_sum += laxity;
         self.laxity_min = self.laxity_min.min(laxity);
@@ -178,14 +234,13 @@ fn ratio(num: f64, den: f64) -> Option<f64> {
 fn task_summary(name: String, acc: &ThreadAcc, st: &TaskCounters) -> TaskSummary {
     let jobs = acc.jobs;
     let response_ns = (jobs > 0).then(|| {
-        // The histogram reports the highest value equivalent to a bucket; never above the max.
-        let q = |q: f64| acc.response.value_at_quantile(q).min(acc.max_response);
+        let q = |q: f64| acc.response.quantile(q);
         Percentiles {
             p50: q(0.5),
             p90: q(0.9),
             p99: q(0.99),
             p999: q(0.999),
-            max: acc.max_response,
+            max: acc.response.max(),
         }
     });
     TaskSummary {
@@ -535,6 +590,31 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_distribution_grows_to_its_values() {
+        let mut d = Distribution::new();
+        assert_eq!((d.quantile(0.5), d.max(), d.len()), (0, 0, 0));
+        for v in 1..=1000u64 {
+            d.add(v * 1_000);
+        }
+        assert_eq!(d.len(), 1000);
+        // Nearest rank at 3 significant digits: within 0.1 % of the exact values.
+        assert!(
+            (500_000..=500_500).contains(&d.quantile(0.5)),
+            "{}",
+            d.quantile(0.5)
+        );
+        assert!(
+            (990_000..=991_000).contains(&d.quantile(0.99)),
+            "{}",
+            d.quantile(0.99)
+        );
+        assert_eq!(d.quantile(1.0), 1_000_000);
+        assert_eq!(d.max(), 1_000_000);
+        d.add(u64::MAX);
+        assert_eq!(d.max(), u64::MAX);
+    }
 
     fn rec(thread: u32, job: u64, response: u64, period: u64, exec: u64) -> JobRecord {
         let release = job * period;
