@@ -27,6 +27,9 @@ pub enum What {
     /// Cost of talking to `pacer daemon`: a notification call, the round trip of a hint and of
     /// job begin/end (median, p99), and the daemon's CPU use with 1, 10, 100 sessions (root).
     Daemon(crate::bench_daemon::DaemonBenchArgs),
+    /// Stalls the guest cannot see: gaps in a busy thread's clock reads without a context switch
+    /// (the host descheduling a vCPU, SMIs), per CPU, with their recurring interval.
+    Stalls(crate::bench_stalls::StallArgs),
 }
 
 #[derive(clap::Args)]
@@ -109,6 +112,7 @@ pub fn run(a: Args) -> Result<()> {
         What::Period(p) => period(p),
         What::Exec(e) => crate::bench_exec::run(e),
         What::Daemon(d) => crate::bench_daemon::run(d),
+        What::Stalls(s) => crate::bench_stalls::run(s),
     }
 }
 

@@ -12,6 +12,7 @@ mod audio_bench;
 mod bench;
 mod bench_daemon;
 mod bench_exec;
+mod bench_stalls;
 mod calibrate;
 mod compare;
 mod completions;

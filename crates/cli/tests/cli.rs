@@ -454,3 +454,23 @@ fn bench_period_measures_and_reports() {
     assert_eq!(v["load_sweep"].as_array().unwrap().len(), 2);
     assert_clean_error(&pacer(&["bench", "period", "--loads", "1.5"]), &["--loads"]);
 }
+
+#[test]
+fn bench_stalls_spins_the_cpus_asked() {
+    let out = pacer(&["bench", "stalls", "-d", "100ms", "--cpus", "0", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["duration_ns"], 100_000_000);
+    let cpus = v["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 1);
+    assert_eq!(cpus[0]["cpu"], 0);
+    assert!(cpus[0]["reads"].as_u64().unwrap() > 1_000, "{v}");
+    let out = pacer(&["bench", "stalls", "-d", "100ms"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("STALLED MS"), "{}", text(&out.stdout));
+    // A malformed list is a usage error (clap's status 2).
+    let out = pacer(&["bench", "stalls", "--cpus", "0-"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--cpus"), "{}", text(&out.stderr));
+    assert_clean_error(&pacer(&["bench", "stalls", "--cpus", "1023"]), &["CPU 1023"]);
+}

@@ -82,6 +82,11 @@ fn every_document_has_its_schema_and_integer_times() {
     );
     check(&["demo", "--json"], "pacer.demo/1", &[".taskset"]);
     check(
+        &["bench", "stalls", "-d", "50ms", "--cpus", "0", "--json"],
+        "pacer.bench.stalls/1",
+        &[],
+    );
+    check(
         &["runtime", "check", &examples("runtime/app.toml"), "--json"],
         "pacer.runtime.check/1",
         &[],

@@ -52,6 +52,7 @@ pub mod sched;
 pub mod sched_debug;
 pub mod sched_trace;
 pub mod signals;
+pub mod stalls;
 pub mod sys;
 pub mod taskset;
 pub mod trace;

@@ -253,13 +253,32 @@ pub fn sleep_until_ns(abs_ns: u64) -> bool {
 
 /// Σ over CPUs of `steal` in /proc/stat, ns (the `cpu` line's 8th value, in USER_HZ ticks).
 pub fn steal_ns() -> Option<u64> {
+    steal_by_cpu_ns()?
+        .into_iter()
+        .find(|(cpu, _)| cpu.is_none())
+        .map(|(_, ns)| ns)
+}
+
+/// Steal time so far from /proc/stat, ns: the all-CPU line (`None`) and each CPU's line.
+pub fn steal_by_cpu_ns() -> Option<Vec<(Option<usize>, u64)>> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let ticks: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = if hz > 0 { hz as u64 } else { 100 };
-    Some(ticks.saturating_mul(1_000_000_000) / hz)
+    Some(parse_steal(&stat, if hz > 0 { hz as u64 } else { 100 }))
+}
+
+fn parse_steal(stat: &str, hz: u64) -> Vec<(Option<usize>, u64)> {
+    stat.lines()
+        .filter_map(|l| {
+            let mut f = l.split_ascii_whitespace();
+            let cpu = match f.next()?.strip_prefix("cpu")? {
+                "" => None,
+                n => Some(n.parse().ok()?),
+            };
+            let ticks: u64 = f.nth(7)?.parse().ok()?;
+            Some((cpu, ticks.saturating_mul(1_000_000_000) / hz))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -275,6 +294,22 @@ mod tests {
 garbage line
 44 23 0:8 / /sys/kernel/debug rw,relatime - debugfs
 ";
+
+    #[test]
+    fn steal_is_read_per_cpu_and_in_all() {
+        let stat = "cpu  2844493 122299 507232 2708579 22473 0 3037 6115 0 0\n\
+                    cpu0 1 2 3 4 5 6 7 250 0 0\n\
+                    cpu1 1 2 3 4 5 6 7 3 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(
+            parse_steal(stat, 100),
+            vec![
+                (None, 61_150_000_000),
+                (Some(0), 2_500_000_000),
+                (Some(1), 30_000_000)
+            ]
+        );
+    }
 
     #[test]
     fn parses_mountinfo() {
