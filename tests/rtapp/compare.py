@@ -8,7 +8,7 @@ Usage: tests/rtapp/compare.py [--duration S] [--repeat N] [--machine JSON] [--pa
 Prints a Markdown table (file, thread, rt-app, pacer run, pacer sim, differences) on stdout.
 Needs root for the real-time policies of the files; rt-app must be on PATH (Debian: rt-app).
 
-Real runs are noisy: with --repeat N, rt-app and `pacer run` run N times each and
+Real runs are noisy: with --repeat N, rt-app and `pacer run` run N times each, alternately, and
 the table shows each thread's median, and rt-app's smallest and largest count when they differ. With --quiet, a real run starts only once the other
 processes of the machine have used less than 0.1 CPU for 3 s, and is run again (up to 10 times)
 if they used more while it ran (a build on a shared machine), from /proc/stat's busy time less
@@ -191,17 +191,6 @@ def medians(runs):
     return {t: int(statistics.median(r.get(t, 0) for r in runs)) for t in tasks}
 
 
-def repeated(n, fn):
-    """fn() n times; (per-task medians, every run's counts) or (None, the first error)."""
-    runs = []
-    for _ in range(n):
-        counts, err = fn()
-        if counts is None:
-            return None, err, []
-        runs.append(counts)
-    return medians(runs), None, runs
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=int, default=3)
@@ -255,7 +244,33 @@ def main():
                         a.pacer, work, 3, "CPU0", PACER_PROBE_NS))
                     pacer_scales.append(machine_profile.work_scale(logs))
             return guard(lambda: rtapp_passes(a.rtapp, path, a.duration, calibration))
-        ra, ra_err, ra_runs = repeated(a.repeat, rtapp_run)
+
+        def pacer_run():
+            # With --rescale pacer's loop follows the probes measured so far (see below).
+            loop_ns = None
+            if scales and pacer_scales:
+                loop_ns = PACER_PROBE_NS * statistics.median(pacer_scales) / statistics.median(scales)
+            return guard(lambda: pacer_passes(
+                a.pacer, "run", path, a.duration, calibration=calibration, loop_ns=loop_ns))
+
+        # rt-app and `pacer run` alternate, so a slow stretch of the host falls on both alike
+        # (the VM's speed drifts over minutes; run one after the other, N runs of one executor
+        # met a different machine than the other's).
+        ra_runs, pr_runs, ra_err, pr_err = [], [], None, None
+        for _ in range(a.repeat):
+            counts, err = rtapp_run()
+            if counts is None:
+                ra_err = err
+                break
+            ra_runs.append(counts)
+            if a.skip_run:
+                pr_err = "skipped"
+            elif pr_err is None:
+                counts, pr_err = pacer_run()
+                if counts is not None:
+                    pr_runs.append(counts)
+        ra = medians(ra_runs) if ra_err is None else None
+        pr = medians(pr_runs) if pr_err is None and pr_runs else None
         file_args = list(sim_args)
         if scales:
             i = file_args.index("--work-scale")
@@ -264,16 +279,6 @@ def main():
         # With --rescale `pacer run` does rt-app's measured work with its own loop: rt-app's loop
         # does not take the same time in pacer's process as in rt-app's (5-7 % less here, the
         # same instructions and libm: their addresses differ), pacer's own loop is steady.
-        loop_ns = None
-        if scales and pacer_scales:
-            loop_ns = PACER_PROBE_NS * statistics.median(pacer_scales) / statistics.median(scales)
-        if a.skip_run:
-            pr, pr_err = None, "skipped"
-        else:
-            pr, pr_err, _ = repeated(
-                a.repeat,
-                lambda: guard(lambda: pacer_passes(
-                    a.pacer, "run", path, a.duration, calibration=calibration, loop_ns=loop_ns)))
         ps, ps_err = pacer_passes(a.pacer, "sim", path, a.duration, file_args)
         if ra is None:
             print("| %s | | rt-app: %s | | | | |" % (name, ra_err))
