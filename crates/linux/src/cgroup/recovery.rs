@@ -153,10 +153,21 @@ impl CpusetHierarchy {
             }
         };
         let mut failed_pids = BTreeSet::new();
-        for (pid, dir) in self.pacer_dirs()? {
-            if !dead(pid) {
-                continue;
-            }
+        let stale: Vec<(u32, PathBuf)> = self
+            .pacer_dirs()?
+            .into_iter()
+            .filter(|(pid, _)| dead(*pid))
+            .collect();
+        if !stale.is_empty() && !self.fake {
+            // The run that left these was killed moments ago, perhaps: its reservations stay
+            // counted until their 0-lag times, and removing a partition rebuilds the root
+            // domains, which would subtract them twice (the same wait as `teardown`'s).
+            crate::audit::wait_consistent(
+                &crate::sys::online_cpus(),
+                pacer_model::reservation::DEFAULT_PERIOD_MAX.0 + 10_000_000,
+            );
+        }
+        for (pid, dir) in stale {
             let step = self
                 .evacuate(&dir)
                 .and_then(|n| self.remove_cgroup(&dir).map(|()| n));
