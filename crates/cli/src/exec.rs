@@ -52,10 +52,10 @@ sum stays admissible and compression is fair across them. No root is needed for 
 program (the daemon checks the caller, its quota applies to every thread taken); the daemon \
 restores the threads when this pacer exits or dies.
 
---trace FILE (exec only, root) records the program's context switches and wake-ups from the \
-kernel into a Perfetto protobuf trace, as `pacer run --trace` does for a run: its threads are \
-added as pacer sees them (the main thread at once, the others within a --tick), threads of its \
-child processes are not recorded.
+--trace FILE (root) records the program's context switches and wake-ups from the kernel into a \
+Perfetto protobuf trace, as `pacer run --trace` does for a run: its threads are added as pacer \
+sees them (exec: the main thread at once, the others within a --tick; attach: every thread at \
+once, then new ones within a --tick), threads of its child processes are not recorded.
 
 Example: sudo pacer exec --duration 10s --trace prog.pftrace -- ./prog";
 
@@ -179,6 +179,10 @@ pub struct ExecArgs {
 pub struct AttachArgs {
     #[command(flatten)]
     control: ControlArgs,
+    /// Write the kernel's record of the process's context switches and wake-ups while it is
+    /// controlled here, as a Perfetto protobuf trace (as `pacer exec --trace`; needs root).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Process to control (a process id, not a thread id).
     pid: u32,
 }
@@ -440,19 +444,34 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
     let label = procfs::comm(args.pid, args.pid)
         .map(|s| escape_control(&s))
         .unwrap_or_default();
+    let mut trace = match &args.trace {
+        Some(p) => {
+            let cmdline = procfs::cmdline(args.pid)
+                .ok()
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| vec![label.clone()]);
+            let mut t = ExecTrace::new(p, &cmdline)?;
+            t.pid = args.pid;
+            if let Some(n) = t.follow(&pidfd) {
+                eprintln!("pacer: {n}");
+            }
+            Some(t)
+        }
+        None => None,
+    };
     let end = if args.control.daemon {
         let hosted = Hosted::start(connect_daemon(&args.control)?, pidfd, &args.control)?;
-        run_loop(hosted, &sigs, &args.control, &label, || None, None)?
+        run_loop(hosted, &sigs, &args.control, &label, || None, trace.take())?
     } else {
         control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
-        run_loop(
-            start_session(pidfd, cfg, args.control.rt_priority)?,
-            &sigs,
-            &args.control,
-            &label,
-            || None,
-            None,
-        )?
+        let s = start_session(pidfd, cfg, args.control.rt_priority)?;
+        // The trace shows the reservations pacer applies as reserved bandwidth.
+        let s = if trace.is_some() {
+            s.with_reservation_log()
+        } else {
+            s
+        };
+        run_loop(s, &sigs, &args.control, &label, || None, trace.take())?
     };
     Ok(match end {
         End::Signal(s) => 128 + s as u8,

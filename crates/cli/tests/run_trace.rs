@@ -530,6 +530,86 @@ fn exec_traces_the_program_s_threads() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `pacer attach --trace`: a process already running, every thread of it recorded from the
+/// attach, with the reservations pacer applied; nothing left in tracefs.
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn attach_traces_a_running_process() {
+    let _g = common::privileged();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("a.pftrace");
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        r#"{ "global": { "duration": 6 }, "tasks": { "tick": { "loop": -1, "run": 1000, "timer": { "ref": "t", "period": 10000 } } } }"#,
+    )
+    .unwrap();
+    let calibration = common::calibration();
+    let mut target = std::process::Command::new(env!("CARGO_BIN_EXE_pacer"))
+        .args(["run", "--calibration", &calibration])
+        .arg(&w)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = target.id();
+    // Until its timed thread exists (named tick-0 by the executor).
+    let started = std::time::Instant::now();
+    while !std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "tick-0"))
+        })
+        .unwrap_or(false)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "tick-0 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = common::output_within(
+        common::pacer()
+            .args(["attach", "--json", "--duration", "2s", "--trace"])
+            .arg(&trace)
+            .arg(pid.to_string()),
+        Duration::from_secs(60),
+    );
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let exit: Json = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .find(|v| v["type"] == "exit")
+        .expect("an exit line");
+    let info = &exit["trace"];
+    let t = decode(&std::fs::read(&trace).unwrap());
+    assert!(t.processes.contains_key(&(pid as i64)), "{:?}", t.processes);
+    let tick = t
+        .threads
+        .iter()
+        .find(|(_, (tgid, name))| *tgid == pid as i64 && name == "tick-0")
+        .map(|(tid, _)| *tid)
+        .expect("the process's timed thread is described");
+    let ins = t.events.iter().filter(|e| e.next_pid == Some(tick)).count() as u64;
+    let unrecorded = unrecorded_switch_ins(&t, tick);
+    eprintln!("tick-0: {ins} switch-ins, {unrecorded} not recorded; {info}");
+    // Every thread is followed from the attach: 2 s of a 10 ms thread is 200 jobs.
+    assert!(ins + unrecorded >= 170, "{ins} switch-ins");
+    let reserved = counter_values(&std::fs::read(&trace).unwrap(), "reserved bandwidth");
+    assert_eq!(Some(reserved.len() as u64), info["reservations"].as_u64());
+    assert!(
+        reserved.iter().any(|&v| v > 0.0 && v < 1.0),
+        "no reservation in the trace: {reserved:?}"
+    );
+    let left = instances_of_dead_processes();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// The values of the counter tracks named `name` (`track_descriptor = 60` with `counter = 8`;
 /// `track_event = 11` of type 4 with `double_counter_value = 44`), in file order.
 fn counter_values(bytes: &[u8], name: &str) -> Vec<f64> {

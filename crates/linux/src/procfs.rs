@@ -162,6 +162,17 @@ pub fn comm(pid: Tid, tid: Tid) -> Result<String, LinuxError> {
     ProcFs::system().comm(pid, tid)
 }
 
+/// A process's command line (`/proc/PID/cmdline`, split at its NULs); empty for a kernel thread.
+pub fn cmdline(pid: Tid) -> Result<Vec<String>, LinuxError> {
+    let path = PathBuf::from(format!("/proc/{pid}/cmdline"));
+    let raw = fs::read(&path).map_err(|e| io_err(&path, pid, e))?;
+    Ok(raw
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect())
+}
+
 /// The fields of a `stat` file after the command name (field 3, the state, first): the name
 /// may contain spaces and parentheses, so the split is at the last ')'.
 fn stat_fields_of(path: &str) -> Option<Vec<String>> {
