@@ -178,7 +178,15 @@ fn wait_and_signal_hand_work_from_producer_to_consumer() {
     eprintln!("consumer {} passes, producer {} signals", cons.len(), prod.len());
     assert!(prod.len() >= 100, "{} signals in 400 ms", prod.len());
     assert!(cons.len() <= prod.len() + 1, "no pass without a signal");
-    assert!(cons.len() + 5 >= prod.len(), "a pass per signal");
+    // A signal sent while the consumer is not waiting (still in its 0.1 ms of work, or not yet
+    // run after the last wake-up on a loaded machine) is lost, as under rt-app: most, not all,
+    // signals make a pass. A broken wait/signal pair gives none or one.
+    assert!(
+        cons.len() * 10 >= prod.len() * 9,
+        "a pass per signal: {} passes for {} signals",
+        cons.len(),
+        prod.len()
+    );
     // The consumer's passes follow the producer's period (2 ms), not its own 0.1 ms of work.
     let periods: Vec<u64> = cons[1..].iter().map(|r| r.period).collect();
     let p = median(periods);
