@@ -26,6 +26,7 @@ are busy is being held to less than its vCPU count. No root needed; the threads 
 Examples:
   pacer bench stalls                       # 10 s, every CPU spinning
   pacer bench stalls --cpus 1 -d 30s       # one CPU busy, the rest idle
+  sudo pacer bench stalls --cpus 1 --cpu-latency 0   # ... with idle CPUs kept polling
   pacer bench stalls --threshold 20us --json")]
 pub struct StallArgs {
     /// How long to measure.
@@ -37,6 +38,11 @@ pub struct StallArgs {
     /// CPUs that spin (a list such as `0-3,6`); the others stay idle.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    /// Hold a PM QoS request of this many µs of CPU wake-up latency while measuring
+    /// (`/dev/cpu_dma_latency`, root; 0 keeps idle CPUs polling, as `pacer runtime run` does by
+    /// default): on a VM held to a CPU quota, polling idle vCPUs can bring the stalls on.
+    #[arg(long, value_name = "US")]
+    cpu_latency: Option<u32>,
     /// Machine-readable JSON on stdout (schema `pacer.bench.stalls/1`).
     #[arg(long)]
     json: bool,
@@ -61,6 +67,7 @@ pub fn run(a: StallArgs) -> Result<()> {
         cpus: a.cpus.map_or_else(pacer_linux::sys::online_cpus, |c| c.0),
         duration_ns: a.duration.0,
         threshold_ns: a.threshold.0.max(1),
+        cpu_latency_us: a.cpu_latency,
     };
     if !a.json {
         eprintln!(
@@ -115,9 +122,12 @@ fn render(r: &StallReport) -> String {
         ]);
     }
     let mut out = format!(
-        "gaps over {} in {:.1} s (stall: not running and not switched out)\n",
+        "gaps over {} in {:.1} s (stall: not running and not switched out){}\n",
         Duration(r.threshold_ns).approx(),
-        secs
+        secs,
+        r.cpu_latency_us
+            .map(|us| format!(", CPU wake-up latency held at {us} µs"))
+            .unwrap_or_default()
     );
     out.push_str(&t.render());
     match r.recurring {

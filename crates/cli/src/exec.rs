@@ -339,11 +339,21 @@ pub(crate) fn start_guardian() -> Result<Guardian, LinuxError> {
 /// The session with its guardian (restarted if it dies) and its ledger; the calling thread,
 /// which runs the control loop, then takes `--rt-priority` (after the guardian and the program
 /// are started, and with SCHED_RESET_ON_FORK, so that nothing pacer starts inherits it).
-fn start_session(pidfd: pacer_linux::procfs::Pidfd, cfg: SessionConfig, rt_priority: u8) -> Result<Session> {
+/// `traced`: `--trace` is on, and the trace shows the reservations pacer applies as reserved
+/// bandwidth, so the session logs them.
+fn start_session(
+    pidfd: pacer_linux::procfs::Pidfd,
+    cfg: SessionConfig,
+    rt_priority: u8,
+    traced: bool,
+) -> Result<Session> {
     let guardian = start_guardian().context("starting the guardian process")?;
-    let session = Session::new(pidfd, cfg, Some(guardian))?
+    let mut session = Session::new(pidfd, cfg, Some(guardian))?
         .with_guardian_respawn(Box::new(start_guardian))
         .with_ledger(&ledger::dir())?;
+    if traced {
+        session = session.with_reservation_log();
+    }
     if rt_priority > 0 {
         pacer_linux::sched::set_policy(
             pacer_linux::sched::gettid(),
@@ -407,15 +417,7 @@ pub fn exec(args: ExecArgs) -> Result<u8> {
             trace,
         )?,
         None => run_loop(
-            {
-                let s = start_session(pidfd, cfg, args.control.rt_priority)?;
-                // The trace shows the reservations pacer applies as reserved bandwidth.
-                if trace.is_some() {
-                    s.with_reservation_log()
-                } else {
-                    s
-                }
-            },
+            start_session(pidfd, cfg, args.control.rt_priority, trace.is_some())?,
             &sigs,
             &args.control,
             &label,
@@ -464,13 +466,7 @@ pub fn attach(args: AttachArgs) -> Result<u8> {
         run_loop(hosted, &sigs, &args.control, &label, || None, trace.take())?
     } else {
         control::preflight(cfg.known_period.is_none()).context("pacer attach")?;
-        let s = start_session(pidfd, cfg, args.control.rt_priority)?;
-        // The trace shows the reservations pacer applies as reserved bandwidth.
-        let s = if trace.is_some() {
-            s.with_reservation_log()
-        } else {
-            s
-        };
+        let s = start_session(pidfd, cfg, args.control.rt_priority, trace.is_some())?;
         run_loop(s, &sigs, &args.control, &label, || None, trace.take())?
     };
     Ok(match end {

@@ -466,12 +466,7 @@ fn exec_traces_the_program_s_threads() {
     let _g = common::privileged();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("e.pftrace");
-    let w = dir.path().join("w.json");
-    std::fs::write(
-        &w,
-        r#"{ "global": { "duration": 4 }, "tasks": { "tick": { "loop": -1, "run": 1000, "timer": { "ref": "t", "period": 10000 } } } }"#,
-    )
-    .unwrap();
+    let w = tick_workload(dir.path(), 4);
     let calibration = common::calibration();
     let out = common::output_within(
         common::pacer()
@@ -488,11 +483,7 @@ fn exec_traces_the_program_s_threads() {
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let exit: Json = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
-        .find(|v| v["type"] == "exit")
-        .expect("an exit line");
+    let exit = exit_line(&out);
     let info = &exit["trace"];
     let program = exit["status"]["pid"].as_i64().unwrap();
     let t = decode(&std::fs::read(&trace).unwrap());
@@ -517,15 +508,7 @@ fn exec_traces_the_program_s_threads() {
     for (cpu, ts) in &t.per_cpu {
         assert!(ts.windows(2).all(|w| w[0] <= w[1]), "CPU {cpu} out of order");
     }
-    // The reservations pacer applied are the program's reserved-bandwidth counters: the
-    // controller reserves the 10 ms thread within the 2 s.
-    let reserved = counter_values(&std::fs::read(&trace).unwrap(), "reserved bandwidth");
-    eprintln!("reserved bandwidth values: {reserved:?}");
-    assert_eq!(Some(reserved.len() as u64), info["reservations"].as_u64());
-    assert!(
-        reserved.iter().any(|&v| v > 0.0 && v < 1.0),
-        "no reservation in the trace: {reserved:?}"
-    );
+    assert_reservations_traced(&trace, info);
     let left = instances_of_dead_processes();
     assert!(left.is_empty(), "{left:?}");
 }
@@ -541,12 +524,7 @@ fn attach_traces_a_running_process() {
     let _g = common::privileged();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("a.pftrace");
-    let w = dir.path().join("w.json");
-    std::fs::write(
-        &w,
-        r#"{ "global": { "duration": 6 }, "tasks": { "tick": { "loop": -1, "run": 1000, "timer": { "ref": "t", "period": 10000 } } } }"#,
-    )
-    .unwrap();
+    let w = tick_workload(dir.path(), 6);
     let calibration = common::calibration();
     let mut target = std::process::Command::new(env!("CARGO_BIN_EXE_pacer"))
         .args(["run", "--calibration", &calibration])
@@ -581,11 +559,7 @@ fn attach_traces_a_running_process() {
     let _ = target.kill();
     let _ = target.wait();
     assert!(out.status.success(), "{}", stderr(&out));
-    let exit: Json = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
-        .find(|v| v["type"] == "exit")
-        .expect("an exit line");
+    let exit = exit_line(&out);
     let info = &exit["trace"];
     let t = decode(&std::fs::read(&trace).unwrap());
     assert!(t.processes.contains_key(&(pid as i64)), "{:?}", t.processes);
@@ -600,14 +574,43 @@ fn attach_traces_a_running_process() {
     eprintln!("tick-0: {ins} switch-ins, {unrecorded} not recorded; {info}");
     // Every thread is followed from the attach: 2 s of a 10 ms thread is 200 jobs.
     assert!(ins + unrecorded >= 170, "{ins} switch-ins");
-    let reserved = counter_values(&std::fs::read(&trace).unwrap(), "reserved bandwidth");
+    assert_reservations_traced(&trace, info);
+    let left = instances_of_dead_processes();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// An rt-app file of one 10 ms thread (`tick`, 1 ms of work) lasting `secs`.
+fn tick_workload(dir: &Path, secs: u32) -> std::path::PathBuf {
+    let w = dir.join("w.json");
+    std::fs::write(
+        &w,
+        format!(
+            r#"{{ "global": {{ "duration": {secs} }}, "tasks": {{ "tick": {{ "loop": -1, "run": 1000, "timer": {{ "ref": "t", "period": 10000 }} }} }} }}"#
+        ),
+    )
+    .unwrap();
+    w
+}
+
+/// The `exit` line of `pacer exec`/`attach --json`.
+fn exit_line(out: &Output) -> Json {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .find(|v| v["type"] == "exit")
+        .expect("an exit line")
+}
+
+/// The reservations the session applied are the thread's reserved-bandwidth counters, as many
+/// as the exit line says, and the controller reserved the 10 ms thread within the run.
+fn assert_reservations_traced(trace: &Path, info: &Json) {
+    let reserved = counter_values(&std::fs::read(trace).unwrap(), "reserved bandwidth");
+    eprintln!("reserved bandwidth values: {reserved:?}");
     assert_eq!(Some(reserved.len() as u64), info["reservations"].as_u64());
     assert!(
         reserved.iter().any(|&v| v > 0.0 && v < 1.0),
         "no reservation in the trace: {reserved:?}"
     );
-    let left = instances_of_dead_processes();
-    assert!(left.is_empty(), "{left:?}");
 }
 
 /// The values of the counter tracks named `name` (`track_descriptor = 60` with `counter = 8`;

@@ -33,6 +33,10 @@ pub struct StallSpec {
     pub duration_ns: u64,
     /// Shortest gap recorded.
     pub threshold_ns: u64,
+    /// A PM QoS request (µs of CPU wake-up latency) held while measuring, if any
+    /// ([`crate::sys::CpuLatencyRequest`], root): at 0 idle CPUs poll, which a host's CPU quota
+    /// counts as busy.
+    pub cpu_latency_us: Option<u32>,
 }
 
 /// One gap in a spinning thread's clock reads.
@@ -125,6 +129,8 @@ impl GapRecorder {
 pub struct StallReport {
     pub duration_ns: u64,
     pub threshold_ns: u64,
+    /// The PM QoS request held while measuring (µs), if any.
+    pub cpu_latency_us: Option<u32>,
     pub cpus: Vec<CpuStalls>,
     /// The interval that recurs between stalls, if one does (see [`recurring_interval`]).
     pub recurring: Option<Recurrence>,
@@ -188,6 +194,16 @@ pub fn measure(spec: &StallSpec) -> Result<StallReport, LinuxError> {
     if spec.cpus.is_empty() {
         return Err(LinuxError::InvalidInput("no CPU to measure".into()));
     }
+    // Held until the measurement ends; the kernel drops it when the file closes.
+    let _latency = spec
+        .cpu_latency_us
+        .map(|us| {
+            crate::sys::CpuLatencyRequest::new(us).map_err(|source| LinuxError::Io {
+                path: "/dev/cpu_dma_latency".into(),
+                source,
+            })
+        })
+        .transpose()?;
     let before = crate::sys::steal_by_cpu_ns();
     let start = Arc::new(Barrier::new(spec.cpus.len() + 1));
     let mut handles = Vec::new();
@@ -241,6 +257,7 @@ pub fn measure(spec: &StallSpec) -> Result<StallReport, LinuxError> {
     Ok(StallReport {
         duration_ns: spec.duration_ns,
         threshold_ns: spec.threshold_ns,
+        cpu_latency_us: spec.cpu_latency_us,
         recurring: recurring_interval(&starts),
         cpus,
     })
@@ -301,6 +318,7 @@ mod tests {
             cpus: vec![0],
             duration_ns: 50 * MS,
             threshold_ns: 100_000,
+            cpu_latency_us: None,
         })
         .expect("measure");
         assert_eq!(r.cpus.len(), 1);
@@ -310,7 +328,25 @@ mod tests {
             cpus: vec![100_000],
             duration_ns: MS,
             threshold_ns: 100_000,
+            cpu_latency_us: None,
         })
         .is_err());
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(pacer_privileged),
+        ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+    )]
+    fn a_cpu_latency_request_is_held_and_reported() {
+        pacer_testkit::require(pacer_testkit::Need::Root);
+        let r = measure(&StallSpec {
+            cpus: vec![0],
+            duration_ns: 20 * MS,
+            threshold_ns: 100_000,
+            cpu_latency_us: Some(0),
+        })
+        .expect("measure as root");
+        assert_eq!(r.cpu_latency_us, Some(0));
     }
 }
