@@ -539,7 +539,7 @@ fn exec_sessions_run_in_the_daemon_under_its_one_supervisor() {
     );
     let reserved_bw = st["reserved_bandwidth"].as_f64().unwrap();
     assert!(reserved_bw <= 0.5 + 1e-6, "Σ {reserved_bw} over the bound: {st}");
-    let code = exec.wait().unwrap();
+    let code = common::wait_within(&mut exec, Duration::from_secs(120));
     assert!(code.success(), "pacer exec --daemon: {code}");
     let rest: Vec<serde_json::Value> = lines.iter().collect();
     assert!(

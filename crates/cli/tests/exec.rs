@@ -16,7 +16,11 @@ use pacer_testkit::{require, Need};
 use serde_json::Value;
 
 mod common;
-use common::{json_lines, pacer, privileged};
+use common::{json_lines, output_within, pacer, privileged, wait_within};
+
+/// How long any one `pacer exec` of these tests may take before the test fails, naming what its
+/// processes were doing: each takes seconds; a hang must not stall the suite.
+const LIMIT: Duration = Duration::from_secs(120);
 
 /// An rt-app workload of periodic threads `(name, period_us, run_us)` lasting `secs`.
 fn workload(dir: &tempfile::TempDir, threads: &[(&str, u64, u64)], secs: u64) -> String {
@@ -153,7 +157,7 @@ fn exec_detects_the_period_reserves_and_restores_on_sigterm() {
     );
     let run_pid = run_pid_of(&st);
     sigterm(&child);
-    let status = child.wait().unwrap();
+    let status = wait_within(&mut child, LIMIT);
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
     let after = sched::get_policy(tid).expect("the program keeps running after pacer stops");
     kill(run_pid);
@@ -183,7 +187,7 @@ fn exec_controls_two_periodic_threads() {
     }
     let run_pid = run_pid_of(&st);
     sigterm(&child);
-    child.wait().unwrap();
+    wait_within(&mut child, LIMIT);
     for tid in tids {
         assert_eq!(sched::get_policy(tid).unwrap(), Policy::Other { nice: 0 });
     }
@@ -203,7 +207,7 @@ fn guardian_restores_when_pacer_is_killed() {
     let (st, tids) = wait_reserved(&rx, &[("victim-0", 10_000)], Duration::from_secs(10));
     assert!(matches!(sched::get_policy(tids[0]).unwrap(), Policy::Deadline(_)));
     child.kill().unwrap();
-    child.wait().unwrap();
+    wait_within(&mut child, LIMIT);
     // The guardian notices the closed pipe at once; allow it a moment to act.
     let end = Instant::now() + Duration::from_secs(3);
     let mut p = sched::get_policy(tids[0]).unwrap();
@@ -229,7 +233,7 @@ fn exec_reports_the_program_exiting() {
     let dir = tempfile::tempdir().unwrap();
     let file = workload(&dir, &[("short", 10_000, 1_000)], 2);
     let (mut child, rx) = exec_json(&["--period", "10ms", "--sampling", "200ms"], &file);
-    let status = child.wait().unwrap();
+    let status = wait_within(&mut child, LIMIT);
     assert_eq!(status.code(), Some(0), "exit status of the program");
     // The reader thread ends at end of file, after the last line.
     let mut lines: Vec<Value> = Vec::new();
@@ -258,12 +262,13 @@ fn pacer_runs_its_control_loop_at_its_rt_priority() {
         (vec!["--rt-priority", "0"], "SCHED_OTHER", "0"),
     ] {
         // No thread is taken (`--thread` matches none): the shell keeps its own policy.
-        let out = pacer()
-            .args(["exec", "-q", "--period", "20ms", "--thread", "no-such-thread"])
-            .args(&extra)
-            .args(["--", "sh", "-c", "sleep 0.5; chrt -p $PPID; chrt -p $$"])
-            .output()
-            .unwrap();
+        let out = output_within(
+            pacer()
+                .args(["exec", "-q", "--period", "20ms", "--thread", "no-such-thread"])
+                .args(&extra)
+                .args(["--", "sh", "-c", "sleep 0.5; chrt -p $PPID; chrt -p $$"]),
+            LIMIT,
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -294,27 +299,28 @@ fn a_reserved_thread_can_fork() {
     let _g = privileged();
     // The shell is reserved (known period) while it sleeps, then forks: with RESET_ON_FORK the
     // fork succeeds and the child runs SCHED_OTHER (without it, fork fails with EAGAIN).
-    let out = pacer()
-        // A shell measured idle would get the kernel's 1024 ns; its fork then overruns that and
-        // is throttled for minutes (overrun/budget periods): give it a budget a fork fits in.
-        .args([
-            "exec",
-            "-q",
-            "--period",
-            "20ms",
-            "--sampling",
-            "100ms",
-            "--min-budget",
-            "2ms",
-            "--",
-        ])
-        .args([
-            "sh",
-            "-c",
-            r#"sleep 2; chrt -p $$; sh -c 'chrt -p $$'; echo forked-ok"#,
-        ])
-        .output()
-        .unwrap();
+    let out = output_within(
+        pacer()
+            // A shell measured idle would get the kernel's 1024 ns; its fork then overruns that and
+            // is throttled for minutes (overrun/budget periods): give it a budget a fork fits in.
+            .args([
+                "exec",
+                "-q",
+                "--period",
+                "20ms",
+                "--sampling",
+                "100ms",
+                "--min-budget",
+                "2ms",
+                "--",
+            ])
+            .args([
+                "sh",
+                "-c",
+                r#"sleep 2; chrt -p $$; sh -c 'chrt -p $$'; echo forked-ok"#,
+            ]),
+        LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -405,7 +411,7 @@ fn admission_failure_is_reported_and_survived() {
         }
     }
     sigterm(&child);
-    let code = child.wait().unwrap().code();
+    let code = wait_within(&mut child, LIMIT).code();
     cleanup(&stop);
     fillers.into_iter().for_each(|f| f.join().unwrap());
     if last.is_object() {
@@ -494,7 +500,7 @@ fn a_thread_exiting_mid_run_is_forgotten_and_the_rest_stay_controlled() {
         &["--period", "10ms", "--sampling", "200ms"],
         &path.display().to_string(),
     );
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(wait_within(&mut child, LIMIT).code(), Some(0));
     let mut lines: Vec<Value> = Vec::new();
     while let Ok(v) = rx.recv_timeout(Duration::from_secs(5)) {
         lines.push(v);
@@ -529,21 +535,22 @@ fn a_thread_selected_by_a_name_it_takes_later_is_controlled() {
     let _g = privileged();
     // The program is a shell for 0.5 s, then execs `sleep`: `--thread sleep` skips it by name at
     // first and must take it once it is named so.
-    let out = pacer()
-        .args([
-            "exec",
-            "--json",
-            "--period",
-            "20ms",
-            "--thread",
-            "sleep",
-            "--status-every",
-            "200ms",
-            "--",
-        ])
-        .args(["sh", "-c", "sleep 0.5; exec sleep 1.5"])
-        .output()
-        .unwrap();
+    let out = output_within(
+        pacer()
+            .args([
+                "exec",
+                "--json",
+                "--period",
+                "20ms",
+                "--thread",
+                "sleep",
+                "--status-every",
+                "200ms",
+                "--",
+            ])
+            .args(["sh", "-c", "sleep 0.5; exec sleep 1.5"]),
+        LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -605,7 +612,7 @@ fn a_thread_that_needs_the_cpu_after_idling_under_a_tiny_budget_is_not_starved()
     if exit.is_none() {
         sigterm(&child);
     }
-    let status = child.wait().unwrap();
+    let status = wait_within(&mut child, LIMIT);
     let exit = exit.unwrap_or_else(|| panic!("the program did not finish within 15 s: {lines:?}"));
     assert!(status.success(), "{exit}");
     assert_eq!(exit["reason"], "the program exited", "{exit}");

@@ -275,7 +275,7 @@ fn a_program_ending_while_reserved_leaves_total_bw_at_baseline() {
             "SIGKILL" => signal(pid, libc::SIGKILL),
             _ => {}
         }
-        let status = child.wait().unwrap();
+        let status = common::wait_within(&mut child, Duration::from_secs(120));
         match how {
             "normal exit" => assert_eq!(status.code(), Some(0), "{how}"),
             "crash" => assert_eq!(status.code(), Some(128 + libc::SIGABRT), "{how}"),
@@ -350,7 +350,7 @@ fn release_restores_every_field_on_sigterm_and_duration() {
         if how == "SIGTERM" {
             signal(child.id(), libc::SIGTERM);
         }
-        let status = child.wait().unwrap();
+        let status = common::wait_within(&mut child, Duration::from_secs(120));
         assert_eq!(
             status.code(),
             Some(if how == "SIGTERM" { 128 + libc::SIGTERM } else { 0 })
@@ -398,7 +398,7 @@ fn killing_pacer_its_guardian_or_both_leaves_nothing_behind() {
                 signal(child.id(), libc::SIGKILL);
             }
         }
-        child.wait().unwrap();
+        common::wait_within(&mut child, Duration::from_secs(120));
         if how == "both at once" {
             // Nobody is left to restore: the threads keep their reservations until `pacer doctor
             // --repair`, which finds them through the session's ledger.
@@ -480,7 +480,7 @@ fn a_thread_that_switches_itself_to_fifo_keeps_its_choice() {
         std::thread::sleep(Duration::from_millis(100));
     }
     signal(child.id(), libc::SIGTERM);
-    child.wait().unwrap();
+    common::wait_within(&mut child, Duration::from_secs(120));
     let a = sched::get_attr(tid).unwrap();
     assert_eq!(
         (a.sched_policy, a.sched_priority),
@@ -720,7 +720,7 @@ fn task_groups_are_used_removed_and_repaired_after_sigkill() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(run.wait().unwrap().success());
+    assert!(common::wait_within(&mut run, Duration::from_secs(120)).success());
     let inside = seen.get("/pacer-test-tg/a").copied().unwrap_or(0);
     let root = seen.get("/").copied().unwrap_or(0);
     assert!(inside >= 10 && root >= 10, "groups seen: {seen:?}");
@@ -742,7 +742,7 @@ fn task_groups_are_used_removed_and_repaired_after_sigkill() {
         std::thread::sleep(Duration::from_millis(20));
     }
     signal(run.id(), libc::SIGKILL);
-    run.wait().unwrap();
+    common::wait_within(&mut run, Duration::from_secs(120));
     assert!(top.join("a").exists());
     let doctor = |repair: bool| doctor(state.path(), repair);
     let (code, text) = doctor(false);

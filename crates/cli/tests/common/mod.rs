@@ -123,12 +123,14 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output
     let pgid = child.id();
     let end = Instant::now() + limit;
     let mut timed_out = false;
+    let mut hung = String::new();
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait for the command under test") {
             break s;
         }
         if Instant::now() >= end && !timed_out {
             timed_out = true;
+            hung = describe_tree(pgid);
             // SAFETY: kill(2) on the process group this test created.
             unsafe { libc::kill(-(pgid as i32), libc::SIGTERM) };
             let grace = Instant::now() + Duration::from_secs(5);
@@ -144,7 +146,7 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output
     let (stdout, stderr) = (collect(out), collect(err));
     assert!(
         !timed_out,
-        "{cmd:?} did not finish within {limit:?}; stdout:\n{}\nstderr:\n{}",
+        "{cmd:?} did not finish within {limit:?}; its processes then:\n{hung}stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&stdout),
         String::from_utf8_lossy(&stderr)
     );
@@ -153,6 +155,116 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output
         stdout,
         stderr,
     }
+}
+
+/// Waits for `child` up to `limit`; past it, fails the test naming what every process under it
+/// was doing ([`describe_tree`]), after SIGTERM to `child` (pacer restores what it changed) and
+/// SIGKILL to the whole tree 5 s later: a hang is a failure with its cause on record, not a
+/// suite that stalls until CI's own limit.
+pub fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for the command under test") {
+            return s;
+        }
+        if Instant::now() >= end {
+            let hung = describe_tree(child.id());
+            let tree = descendants(child.id());
+            signal(child.id(), libc::SIGTERM);
+            let grace = Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            for pid in tree {
+                signal(pid, libc::SIGKILL);
+            }
+            let _ = child.wait();
+            panic!(
+                "pacer (PID {}) did not finish within {limit:?}; its processes then:\n{hung}",
+                child.id()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `pid` and every process descended from it, parents first (from `/proc/*/stat`'s ppid).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // The fields after the parenthesised name, which may itself hold spaces.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            Some((p, rest.split(' ').nth(1)?.parse().ok()?))
+        })
+        .collect();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    tree
+}
+
+/// Every thread of every process under `pid`: name, state, wait channel, policy and, for
+/// SCHED_DEADLINE, its runtime left and deadline (from `/proc/TID/sched`), and its kernel stack
+/// (root): what a test that hangs prints, so that the hang can be explained from the CI log.
+pub fn describe_tree(pid: u32) -> String {
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let mut out = String::new();
+    for p in descendants(pid) {
+        let tids: Vec<String> = std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let cmdline = read(format!("/proc/{p}/cmdline")).replace('\0', " ");
+        out.push_str(&format!("PID {p}: {}\n", cmdline.trim()));
+        for t in tids {
+            let base = format!("/proc/{p}/task/{t}");
+            let stat = read(format!("{base}/stat"));
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 2..i + 3))
+                .unwrap_or("?")
+                .to_string();
+            let sched: Vec<String> = read(format!("{base}/sched"))
+                .lines()
+                .filter(|l| {
+                    let k = l.split(':').next().unwrap_or("").trim();
+                    matches!(
+                        k,
+                        "policy" | "prio" | "dl.runtime" | "dl.deadline" | "se.sum_exec_runtime"
+                    )
+                })
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect();
+            out.push_str(&format!(
+                "  TID {t} {} state {state} wchan {} | {}\n",
+                read(format!("{base}/comm")).trim(),
+                read(format!("{base}/wchan")).trim(),
+                sched.join("; ")
+            ));
+            for frame in read(format!("{base}/stack")).lines().take(12) {
+                out.push_str(&format!("      {frame}\n"));
+            }
+        }
+    }
+    // dl.deadline is on the runqueue clock, in ns: CPU 0's, in ms, to compare it with.
+    let clock = read("/sys/kernel/debug/sched/debug".into())
+        .lines()
+        .find(|l| l.trim_start().starts_with(".clock "))
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    out.push_str(&format!("(runqueue clock {clock} ms)\n"));
+    out
 }
 
 /// The unprivileged user tests run clients as: `pacer-ci`, created if missing (CI is root on a
