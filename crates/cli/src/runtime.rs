@@ -454,6 +454,33 @@ fn run_text(r: &pacer_runtime::exec::RunReport, load: &str) -> String {
         r.misses(),
         r.components.iter().map(|c| c.releases).sum::<u64>()
     );
+    s += &miss_causes_text(r);
+    s
+}
+
+/// The misses by cause, per component that missed, and what a late start without a preemption
+/// points at.
+fn miss_causes_text(r: &pacer_runtime::exec::RunReport) -> String {
+    let mut s = String::new();
+    let mut unexplained = 0;
+    for c in r.components.iter().filter(|c| c.misses > 0) {
+        let m = &c.miss_causes;
+        s += &format!(
+            "  {}: {} started late, {} preempted, {} ran long\n",
+            pacer_model::text::escape_control(&c.name),
+            m.started_late,
+            m.preempted,
+            m.ran_long
+        );
+        // Misses without a switch of the thread itself.
+        unexplained += m.started_late + m.ran_long;
+    }
+    if unexplained > 0 {
+        s += "  started late: woken late, or behind its previous release; ran long: its CPU time did\n  \
+              not fit, or it was stopped while running. With nothing of higher priority on its\n  \
+              CPU, such time is the machine's own (on a virtual machine, its host stopping it:\n  \
+              `pacer bench stalls` measures that)\n";
+    }
     s
 }
 

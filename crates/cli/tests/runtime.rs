@@ -208,8 +208,33 @@ fn run_on_plain_threads_reports_every_component() {
             "built-in code allocates nothing: {c}"
         );
         assert_eq!(c["restored"], true);
+        let causes = &c["miss_causes"];
+        let by_cause: u64 = ["preempted", "started_late", "ran_long"]
+            .iter()
+            .map(|k| {
+                causes[k]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("miss_causes.{k}: {c}"))
+            })
+            .sum();
+        assert_eq!(
+            by_cause,
+            c["misses"].as_u64().unwrap(),
+            "every miss has one cause: {c}"
+        );
     }
     let rows = pacer_workload::jobs::read_jobs(&jobs).expect("a valid jobs CSV");
+    // The same classification from the jobs CSV's own rows.
+    let missed_rows = rows.iter().filter(|r| r.missed).count() as u64;
+    assert_eq!(
+        missed_rows,
+        v["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["misses"].as_u64().unwrap())
+            .sum::<u64>()
+    );
     let total: u64 = v["components"]
         .as_array()
         .unwrap()

@@ -399,6 +399,8 @@ pub struct ComponentReport {
     pub cpus: Vec<usize>,
     pub releases: u64,
     pub misses: u64,
+    /// The misses by what took the time ([`MissCauses`]).
+    pub miss_causes: MissCauses,
     /// Releases whose CPU time exceeded the manifest's budget (or wcet).
     pub overruns: u64,
     /// Start − release.
@@ -889,6 +891,7 @@ pub fn run(app: App, mut opts: RunOptions) -> Result<RunReport, ExecError> {
             cpus: spec.cpus.clone(),
             releases: st.releases,
             misses: st.misses,
+            miss_causes: st.miss_causes,
             overruns: st.overruns,
             jitter: Spread::of(&st.jitter),
             response: Spread::of(&st.response),
@@ -1101,11 +1104,46 @@ fn wire_channels(m: &Manifest) -> Result<Wired, ExecError> {
     Ok((ios, monitors))
 }
 
+/// What made missed releases late, from each release's own record: the first that applies of
+/// preempted (the guest scheduler switched the thread out during the release), started late
+/// (its CPU time fit between release and deadline, but it began after its deadline less that
+/// time: woken late, or still busy with the previous release), and ran long (neither: its CPU
+/// time did not fit, or the thread was stopped while running).
+///
+/// A release woken late with nothing of higher priority on its CPU, or one whose CPU-time clock
+/// ran on through a gap with no switch, is time the machine itself did not run this system (a
+/// virtual machine's host, firmware): `pacer bench stalls` measures that.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MissCauses {
+    pub preempted: u64,
+    pub started_late: u64,
+    pub ran_long: u64,
+}
+
+impl MissCauses {
+    /// Counts `r` under its cause if it missed its deadline.
+    fn add(&mut self, r: &JobRecord) {
+        if !r.missed() {
+            return;
+        }
+        if r.preemptions > 0 {
+            self.preempted += 1;
+        } else if r.release.saturating_add(r.exec) <= r.deadline
+            && r.start.saturating_add(r.exec) > r.deadline
+        {
+            self.started_late += 1;
+        } else {
+            self.ran_long += 1;
+        }
+    }
+}
+
 /// Per-component statistics, kept by the collector.
 #[derive(Default)]
 struct Collected {
     releases: u64,
     misses: u64,
+    miss_causes: MissCauses,
     overruns: u64,
     /// Histograms (3 significant digits) rather than every value: a run without a duration
     /// must not grow the collector's memory with its length.
@@ -1121,6 +1159,7 @@ impl Collected {
     fn add(&mut self, r: &JobRecord, limit: u64) {
         self.releases += 1;
         self.misses += u64::from(r.missed());
+        self.miss_causes.add(r);
         self.overruns += u64::from(limit > 0 && r.exec > limit);
         self.jitter.add(r.start.saturating_sub(r.release));
         self.response.add(r.response_time());
@@ -1551,5 +1590,51 @@ impl Component for Builtin {
             }
         }
         self.checksum = std::hint::black_box(sum);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A release of a 10 ms component: released at 0, deadline 10 ms.
+    fn release(start: u64, finish: u64, exec: u64, preemptions: u32) -> JobRecord {
+        JobRecord {
+            thread: 0,
+            job: 0,
+            release: 0,
+            start,
+            finish,
+            deadline: 10_000_000,
+            period: 10_000_000,
+            exec,
+            preemptions,
+            migrations: 0,
+            cpu: 0,
+        }
+    }
+
+    #[test]
+    fn misses_are_counted_under_the_first_cause_that_applies() {
+        let mut m = MissCauses::default();
+        // On time: not a miss, whatever happened.
+        m.add(&release(9_000_000, 9_900_000, 900_000, 3));
+        assert_eq!(m, MissCauses::default());
+        // Switched out during the release: preempted, even though it also started late.
+        m.add(&release(9_500_000, 11_000_000, 1_000_000, 1));
+        // Woken at 9.5 ms with 1 ms of work: could not fit.
+        m.add(&release(9_500_000, 10_500_000, 1_000_000, 0));
+        // Started at 1 ms, 1 ms of CPU time, finished at 12 ms with no switch: the time went
+        // elsewhere while it ran (a stopped machine), or its CPU time grew: ran long.
+        m.add(&release(1_000_000, 12_000_000, 1_000_000, 0));
+        m.add(&release(1_000_000, 12_000_000, 10_500_000, 0));
+        assert_eq!(
+            m,
+            MissCauses {
+                preempted: 1,
+                started_late: 1,
+                ran_long: 2
+            }
+        );
     }
 }
