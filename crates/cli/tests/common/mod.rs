@@ -130,15 +130,10 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output
         }
         if Instant::now() >= end && !timed_out {
             timed_out = true;
-            hung = describe_tree(pgid);
-            // SAFETY: kill(2) on the process group this test created.
-            unsafe { libc::kill(-(pgid as i32), libc::SIGTERM) };
-            let grace = Instant::now() + Duration::from_secs(5);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < grace {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            // SAFETY: as above.
-            unsafe { libc::kill(-(pgid as i32), libc::SIGKILL) };
+            hung = stop_hung(&mut child, |sig| {
+                // SAFETY: kill(2) on the process group this test created.
+                unsafe { libc::kill(-(pgid as i32), sig) };
+            });
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -168,16 +163,11 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStat
             return s;
         }
         if Instant::now() >= end {
-            let hung = describe_tree(child.id());
-            let tree = descendants(child.id());
-            signal(child.id(), libc::SIGTERM);
-            let grace = Instant::now() + Duration::from_secs(5);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < grace {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            for pid in tree {
-                signal(pid, libc::SIGKILL);
-            }
+            let (pid, tree) = (child.id(), descendants(child.id()));
+            let hung = stop_hung(child, |sig| match sig {
+                libc::SIGTERM => signal(pid, sig),
+                _ => tree.iter().for_each(|&p| signal(p, sig)),
+            });
             let _ = child.wait();
             panic!(
                 "pacer (PID {}) did not finish within {limit:?}; its processes then:\n{hung}",
@@ -188,19 +178,29 @@ pub fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStat
     }
 }
 
-/// `pid` and every process descended from it, parents first (from `/proc/*/stat`'s ppid).
+/// What a hung `child` and the processes under it were doing ([`describe_tree`]); then
+/// `kill(SIGTERM)` (pacer restores what it changed) and, if it has not exited within 5 s,
+/// `kill(SIGKILL)`.
+fn stop_hung(child: &mut Child, kill: impl Fn(i32)) -> String {
+    let hung = describe_tree(child.id());
+    kill(libc::SIGTERM);
+    let grace = Instant::now() + Duration::from_secs(5);
+    while child.try_wait().ok().flatten().is_none() && Instant::now() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill(libc::SIGKILL);
+    hung
+}
+
+/// `pid` and every process descended from it, parents first.
 pub fn descendants(pid: u32) -> Vec<u32> {
+    use pacer_linux::procfs;
     let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            // The fields after the parenthesised name, which may itself hold spaces.
-            let rest = &stat[stat.rfind(')')? + 2..];
-            Some((p, rest.split(' ').nth(1)?.parse().ok()?))
-        })
+        .filter_map(|p| Some((p, procfs::parent_of(p)?)))
         .collect();
     let mut tree = vec![pid];
     let mut i = 0;
@@ -216,18 +216,13 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 /// SCHED_DEADLINE, its runtime left and deadline (from `/proc/TID/sched`), and its kernel stack
 /// (root): what a test that hangs prints, so that the hang can be explained from the CI log.
 pub fn describe_tree(pid: u32) -> String {
+    use pacer_linux::procfs;
     let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
     let mut out = String::new();
     for p in descendants(pid) {
-        let tids: Vec<String> = std::fs::read_dir(format!("/proc/{p}/task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        let cmdline = read(format!("/proc/{p}/cmdline")).replace('\0', " ");
-        out.push_str(&format!("PID {p}: {}\n", cmdline.trim()));
-        for t in tids {
+        let cmdline = procfs::cmdline(p).unwrap_or_default().join(" ");
+        out.push_str(&format!("PID {p}: {cmdline}\n"));
+        for t in procfs::threads_of(p).unwrap_or_default() {
             let base = format!("/proc/{p}/task/{t}");
             let stat = read(format!("{base}/stat"));
             let state = stat
@@ -248,7 +243,7 @@ pub fn describe_tree(pid: u32) -> String {
                 .collect();
             out.push_str(&format!(
                 "  TID {t} {} state {state} wchan {} | {}\n",
-                read(format!("{base}/comm")).trim(),
+                procfs::comm(p, t).unwrap_or_default(),
                 read(format!("{base}/wchan")).trim(),
                 sched.join("; ")
             ));
