@@ -243,6 +243,8 @@ impl Book {
             match sched::get_attr(tid) {
                 Ok(a) if a.sched_policy == SCHED_DEADLINE => match sched::restore(tid, &t.original) {
                     Ok(()) => self.report.restored.push(tid),
+                    // Died meanwhile (a zombie is refused as gone: sched::shrink_reservation).
+                    Err(e) if e.errno() == Some(libc::ESRCH) => {}
                     Err(e) => self.report.failed.push((tid, e.to_string())),
                 },
                 Ok(_) => {}

@@ -224,6 +224,8 @@ impl Ledger {
             let e = &self.entries[&tid];
             match sched::restore(tid, &e.original) {
                 Ok(()) => report.restored.push(tid),
+                // Gone, or died and not yet reaped (sched::shrink_reservation): nothing to restore.
+                Err(err) if err.errno() == Some(libc::ESRCH) => {}
                 Err(err) => report.failed.push((tid, err.to_string())),
             }
         }

@@ -196,6 +196,13 @@ pub fn is_exiting(pid: Tid, tid: Tid) -> Option<bool> {
     Some(flags & PF_EXITING != 0)
 }
 
+/// Whether thread `tid` has died and waits to be reaped (state `Z` or `X` in `/proc/TID/stat`):
+/// `None` when it is gone altogether.
+pub fn is_dead(tid: Tid) -> Option<bool> {
+    let state = stat_fields_of(&format!("/proc/{tid}/stat"))?.first()?.clone();
+    Some(matches!(state.as_str(), "Z" | "X"))
+}
+
 /// The CPU thread `tid` of process `pid` last ran on (field 39 of its `stat`).
 pub fn last_cpu(pid: Tid, tid: Tid) -> Option<usize> {
     // Field 3 (state) is fields[0], so field 39 is fields[36].
@@ -390,6 +397,21 @@ impl AsRawFd for Pidfd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_is_dead_and_a_live_thread_is_not() {
+        assert_eq!(is_dead(crate::sched::gettid()), Some(false));
+        assert_eq!(is_dead(4_194_400), None, "beyond pid_max: no such thread");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while is_dead(pid) != Some(true) {
+            assert!(std::time::Instant::now() < end, "the child never became a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert_eq!(is_dead(pid), None, "reaped: gone");
+    }
 
     #[test]
     fn schedstat_parsing() {

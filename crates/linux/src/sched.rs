@@ -356,7 +356,21 @@ fn parking_period() -> u64 {
 /// parameter change, by contrast, swaps the bandwidth in the accounting at once, whatever the
 /// thread's state. After this step the demotion has nothing left to leak. The thread keeps its
 /// current runtime and deadline until the demotion that follows, so it is not throttled by it.
+///
+/// A thread that has died (a zombie, not yet reaped) is refused with ESRCH, as a thread that is
+/// gone: `cgroup_exit()` already took it out of its cpuset's count of SCHED_DEADLINE tasks, and
+/// a policy change now would take it out a second time (`switched_from_dl()`). The count goes
+/// negative, and from then on every root-domain rebuild skips that cpuset's SCHED_DEADLINE
+/// tasks whenever their number equals the deficit, so `total_bw` under-counts and admission
+/// control admits too much, until reboot (observed on Linux 6.18, docs/linux.md).
 pub fn shrink_reservation(tid: Tid, current: &SchedAttr) -> Result<(), LinuxError> {
+    if crate::procfs::is_dead(tid) == Some(true) {
+        return Err(LinuxError::Syscall {
+            op: "sched_setattr",
+            target: tid,
+            source: io::Error::from_raw_os_error(libc::ESRCH),
+        });
+    }
     let period = parking_period();
     let parked = SchedAttr {
         sched_runtime: DL_MIN_RUNTIME_NS,

@@ -20,7 +20,8 @@ use pacer_linux::cpuset::{
     self, read_dl_bandwidth, total_bw_of, CgroupVersion, CpusetHierarchy, PartitionSpec, Partitioning,
 };
 use pacer_linux::sched::{
-    get_affinity, get_attr, set_attr, set_policy, SchedAttr, Tid, SCHED_DEADLINE, SCHED_OTHER,
+    get_affinity, get_attr, restore, set_attr, set_policy, SchedAttr, ThreadSched, Tid, SCHED_DEADLINE,
+    SCHED_OTHER,
 };
 use pacer_model::{Duration, Policy, Reservation};
 use pacer_testkit::{require, Need};
@@ -557,4 +558,57 @@ fn reads_dl_bandwidth_of_every_cpu() {
         "reads_dl_bandwidth_of_every_cpu: {v:?} (sched debug at {})",
         Path::new(cpuset::SCHED_DEBUG).display()
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(pacer_privileged),
+    ignore = "needs root: run as root or set PACER_REQUIRE_ROOT=1"
+)]
+fn a_dead_reserved_thread_is_left_to_the_kernel() {
+    let _s = serialize();
+    let test = "dead_reserved_thread";
+    let h = v1(test);
+    require(Need::SchedDebug);
+    let _guard = SystemGuard::new(&h);
+    // A reserved child dies and is not reaped yet: a zombie still under SCHED_DEADLINE, whose
+    // exit already took it out of its cpuset's count of SCHED_DEADLINE tasks.
+    let dead = Kid::sleep();
+    set_policy(dead.pid(), dl_1_10(), true).expect("SCHED_DEADLINE for the child");
+    // SAFETY: signals a child we spawned and have not reaped.
+    unsafe { libc::kill(dead.pid() as libc::pid_t, libc::SIGKILL) };
+    wait_for("the child to be a zombie", || {
+        state_and_cpu(dead.pid()).is_some_and(|(s, _)| s == 'Z')
+    });
+    // Giving it back must not touch it: the kernel would take it out of that count again.
+    let refused = set_policy(dead.pid(), Policy::Other { nice: 0 }, false).unwrap_err();
+    assert_eq!(refused.errno(), Some(libc::ESRCH), "{refused}");
+    let original = ThreadSched::read(0).expect("this thread's scheduling");
+    let refused = restore(dead.pid(), &original).unwrap_err();
+    assert_eq!(refused.errno(), Some(libc::ESRCH), "{refused}");
+    drop(dead);
+    std::thread::sleep(StdDuration::from_millis(100));
+
+    // The kernel's own check: a rebuild of the root domains counts the one reserved thread
+    // left in the root cpuset (a count taken to -1 would make it skip the cpuset's tasks).
+    assert!(
+        h.rebuild_root_domains().expect("rebuild"),
+        "root was not load-balanced"
+    );
+    let base = total_bw(0);
+    let kid = Kid::sleep();
+    std::thread::sleep(StdDuration::from_millis(50));
+    set_policy(kid.pid(), dl_1_10(), true).expect("SCHED_DEADLINE for a sleeping child");
+    assert!(
+        h.rebuild_root_domains().expect("rebuild"),
+        "root was not load-balanced"
+    );
+    let rebuilt = total_bw(0);
+    eprintln!("{test}: total_bw {base} -> {rebuilt} after a rebuild with one reservation");
+    assert_eq!(
+        rebuilt,
+        base + BW_1_10,
+        "the rebuild did not count the reservation"
+    );
+    set_policy(kid.pid(), Policy::Other { nice: 0 }, false).unwrap();
 }
